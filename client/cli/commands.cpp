@@ -1,0 +1,183 @@
+#include "commands.hpp"
+
+#include <cstdio>
+
+#include "json_writer.hpp"
+#include "kvtier/kvtier.hpp"
+
+namespace kvtier::cli {
+namespace {
+
+const char* dtype_name(kvtier_dtype dtype) {
+  switch (dtype) {
+    case KVTIER_DTYPE_F16: return "f16";
+    case KVTIER_DTYPE_BF16: return "bf16";
+    case KVTIER_DTYPE_F32: return "f32";
+  }
+  return "?";
+}
+
+int exit_code_for(kvtier_status status) {
+  switch (status) {
+    case KVTIER_OK: return kExitOk;
+    case KVTIER_E_UNAVAILABLE: return kExitUnreachable;
+    case KVTIER_E_VERSION_MISMATCH: return kExitVersionMismatch;
+    default: return kExitFailed;
+  }
+}
+
+int report(kvtier_status status, const Client& client) {
+  std::fprintf(stderr, "kvtierctl: %s: %s\n", kvtier_status_string(status),
+               client ? client.last_error().c_str() : kvtier_client_last_error(nullptr));
+  return exit_code_for(status);
+}
+
+void print_versions_text(const kvtier_versions& v, bool daemon_known) {
+  std::printf("client  protocol %u.%u  layout %u (fingerprint %016llx)\n", v.client_protocol_major,
+              v.client_protocol_minor, v.client_layout_version,
+              static_cast<unsigned long long>(v.client_layout_fingerprint));
+  if (daemon_known) {
+    std::printf("daemon  protocol %u.%u  layout %u (fingerprint %016llx)  kvtierd %s\n", v.daemon_protocol_major,
+                v.daemon_protocol_minor, v.daemon_layout_version,
+                static_cast<unsigned long long>(v.daemon_layout_fingerprint), v.daemon_version);
+  }
+}
+
+void write_versions_json(JsonWriter& j, const kvtier_versions& v) {
+  j.begin_object();
+  j.key("client").begin_object();
+  j.key("protocol_major").value(std::uint64_t{v.client_protocol_major});
+  j.key("protocol_minor").value(std::uint64_t{v.client_protocol_minor});
+  j.key("layout_version").value(std::uint64_t{v.client_layout_version});
+  j.key("layout_fingerprint").value(std::uint64_t{v.client_layout_fingerprint});
+  j.end_object();
+  j.key("daemon").begin_object();
+  j.key("version").value(v.daemon_version);
+  j.key("protocol_major").value(std::uint64_t{v.daemon_protocol_major});
+  j.key("protocol_minor").value(std::uint64_t{v.daemon_protocol_minor});
+  j.key("layout_version").value(std::uint64_t{v.daemon_layout_version});
+  j.key("layout_fingerprint").value(std::uint64_t{v.daemon_layout_fingerprint});
+  j.end_object();
+  j.end_object();
+}
+
+int run_version(const GlobalOptions& options) {
+  Client client;
+  const kvtier_status status = client.connect(options.socket_path, "kvtierctl", KVTIER_ROLE_ADMIN);
+  kvtier_versions v{};
+  if (client) client.versions(v);
+  if (status != KVTIER_OK && status != KVTIER_E_VERSION_MISMATCH) return report(status, client);
+  if (options.json) {
+    JsonWriter j;
+    write_versions_json(j, v);
+    std::printf("%s\n", j.str().c_str());
+  } else {
+    print_versions_text(v, true);
+  }
+  return status == KVTIER_OK ? kExitOk : report(status, client);
+}
+
+void write_status_json(const kvtier_daemon_status& s) {
+  JsonWriter j;
+  j.begin_object();
+  j.key("daemon_version").value(s.daemon_version);
+  j.key("daemon_epoch").value(s.daemon_epoch);
+  j.key("uptime_seconds").value(s.uptime_seconds);
+  j.key("pools").begin_object();
+  j.key("ddr_bytes_total").value(s.ddr_bytes_total);
+  j.key("ddr_bytes_used").value(s.ddr_bytes_used);
+  j.end_object();
+  j.key("clients").begin_array();
+  for (std::size_t i = 0; i < s.client_count; ++i) {
+    const kvtier_client_info& c = s.clients[i];
+    j.begin_object();
+    j.key("client_id").value(std::uint64_t{c.client_id});
+    j.key("pid").value(std::uint64_t{c.pid});
+    j.key("uid").value(std::uint64_t{c.uid});
+    j.key("name").value(c.name);
+    j.key("model").begin_object();
+    j.key("name").value(c.model_name);
+    j.key("num_layers").value(std::uint64_t{c.num_layers});
+    j.key("num_kv_heads").value(std::uint64_t{c.num_kv_heads});
+    j.key("head_dim").value(std::uint64_t{c.head_dim});
+    j.key("dtype").value(dtype_name(c.dtype));
+    j.end_object();
+    j.key("pool_slots").value(std::uint64_t{c.pool_slots});
+    j.key("pool_slots_used").value(std::uint64_t{c.pool_slots_used});
+    j.key("counters").begin_object();
+    j.key("score_records").value(c.score_records);
+    j.key("scores_dropped").value(c.scores_dropped);
+    j.key("plans_sent").value(c.plans_sent);
+    j.key("plans_acked").value(c.plans_acked);
+    j.key("errors").value(c.errors);
+    j.end_object();
+    j.key("sequences").begin_array();
+    for (std::size_t k = 0; k < c.sequence_count; ++k) {
+      const kvtier_sequence_info& q = c.sequences[k];
+      j.begin_object();
+      j.key("sequence_id").value(std::uint64_t{q.sequence_id});
+      j.key("prompt_length").value(std::uint64_t{q.prompt_length});
+      j.key("tokens").value(std::uint64_t{q.tokens});
+      j.key("t0").value(std::uint64_t{q.tokens_t0});
+      j.key("t1").value(std::uint64_t{q.tokens_t1});
+      j.key("t2").value(std::uint64_t{q.tokens_t2});
+      j.key("t3").value(std::uint64_t{q.tokens_t3});
+      j.end_object();
+    }
+    j.end_array();
+    j.end_object();
+  }
+  j.end_array();
+  j.end_object();
+  std::printf("%s\n", j.str().c_str());
+}
+
+void print_status_text(const kvtier_daemon_status& s) {
+  std::printf("kvtierd %s  epoch %016llx  up %llus  DDR pools %llu bytes in use", s.daemon_version,
+              static_cast<unsigned long long>(s.daemon_epoch), static_cast<unsigned long long>(s.uptime_seconds),
+              static_cast<unsigned long long>(s.ddr_bytes_used));
+  if (s.ddr_bytes_total != 0) std::printf(" of %llu", static_cast<unsigned long long>(s.ddr_bytes_total));
+  std::printf("\n%zu client(s)\n", s.client_count);
+  for (std::size_t i = 0; i < s.client_count; ++i) {
+    const kvtier_client_info& c = s.clients[i];
+    std::printf("\nclient %u  %s  pid %u uid %u  model %s (%u layers, %u kv heads, dim %u, %s)\n", c.client_id, c.name,
+                c.pid, c.uid, c.model_name[0] != '\0' ? c.model_name : "-", c.num_layers, c.num_kv_heads, c.head_dim,
+                dtype_name(c.dtype));
+    std::printf("  pool slots %u/%u  score records %llu (dropped %llu)  plans %llu sent, %llu acked  errors %llu\n",
+                c.pool_slots_used, c.pool_slots, static_cast<unsigned long long>(c.score_records),
+                static_cast<unsigned long long>(c.scores_dropped), static_cast<unsigned long long>(c.plans_sent),
+                static_cast<unsigned long long>(c.plans_acked), static_cast<unsigned long long>(c.errors));
+    std::printf("  %8s %8s %8s %8s %8s %8s %8s\n", "sequence", "prompt", "tokens", "T0", "T1", "T2", "T3");
+    for (std::size_t k = 0; k < c.sequence_count; ++k) {
+      const kvtier_sequence_info& q = c.sequences[k];
+      std::printf("  %8u %8u %8u %8u %8u %8u %8u\n", q.sequence_id, q.prompt_length, q.tokens, q.tokens_t0,
+                  q.tokens_t1, q.tokens_t2, q.tokens_t3);
+    }
+  }
+}
+
+int run_status(const GlobalOptions& options) {
+  Client client;
+  kvtier_status status = client.connect(options.socket_path, "kvtierctl", KVTIER_ROLE_ADMIN);
+  if (status != KVTIER_OK) return report(status, client);
+  DaemonStatusPtr snapshot;
+  status = client.daemon_status(snapshot);
+  if (status != KVTIER_OK) return report(status, client);
+  if (options.json) {
+    write_status_json(*snapshot);
+  } else {
+    print_status_text(*snapshot);
+  }
+  return kExitOk;
+}
+
+constexpr Command kCommands[] = {
+    {"status", "pools, clients (pid, name) and sequences with token counts per tier", run_status},
+    {"version", "client and daemon protocol and shared-memory layout versions", run_version},
+};
+
+}  // namespace
+
+std::span<const Command> commands() { return kCommands; }
+
+}  // namespace kvtier::cli

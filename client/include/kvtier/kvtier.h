@@ -1,0 +1,199 @@
+/* libkvtier: the client library of kvtier, as a stable C ABI.
+ *
+ * An inference process connects to kvtierd over its Unix socket, registers its model's KV
+ * geometry (the daemon then creates this client's shared-memory pool), opens one sequence per
+ * request, streams per-token attention scores every decode step, receives tier plans and
+ * acknowledges them after executing the copies. kvtierctl uses the same handle with the admin
+ * role to read the daemon's status.
+ *
+ * Conventions: every fallible function returns kvtier_status; results come back through
+ * out-parameters; options structs start with struct_size and are filled by their _init
+ * function; nothing throws across this boundary; whatever the library allocates for the caller
+ * has a matching _free function. After a failed call, kvtier_client_last_error() describes it.
+ *
+ * Thread-safety: a kvtier_client handle is used by one thread at a time (the score ring has a
+ * single producer, the plan ring a single consumer). Different handles are independent.
+ */
+#ifndef KVTIER_KVTIER_H
+#define KVTIER_KVTIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(KVTIER_BUILDING_LIBRARY)
+#define KVTIER_API __attribute__((visibility("default")))
+#else
+#define KVTIER_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Mirrors kvtier::Errc (the wire codes); append only. */
+typedef enum kvtier_status {
+  KVTIER_OK = 0,
+  KVTIER_E_INVALID_ARGUMENT = 1,
+  KVTIER_E_VERSION_MISMATCH = 2,
+  KVTIER_E_PROTOCOL = 3,
+  KVTIER_E_LIMIT_EXCEEDED = 4,
+  KVTIER_E_NOT_FOUND = 5,
+  KVTIER_E_PERMISSION_DENIED = 6,
+  KVTIER_E_UNAVAILABLE = 7, /* daemon unreachable or gone */
+  KVTIER_E_OS = 8,
+  KVTIER_E_BAD_STATE = 9,
+  KVTIER_E_INTERNAL = 10,
+  KVTIER_E_TIMEOUT = 11 /* a wait ended without result; not a failure of the session */
+} kvtier_status;
+
+/* Static name of a status ("ok", "version_mismatch", ...). Never NULL. */
+KVTIER_API const char* kvtier_status_string(kvtier_status status);
+
+typedef enum kvtier_dtype { KVTIER_DTYPE_F16 = 0, KVTIER_DTYPE_BF16 = 1, KVTIER_DTYPE_F32 = 2 } kvtier_dtype;
+typedef enum kvtier_role { KVTIER_ROLE_ENGINE = 0, KVTIER_ROLE_ADMIN = 1 } kvtier_role;
+
+typedef struct kvtier_client kvtier_client;
+
+typedef struct kvtier_connect_options {
+  size_t struct_size;
+  const char* socket_path; /* NULL: $KVTIER_SOCKET, else the default path */
+  const char* client_name; /* shown by kvtierctl; NULL: "pid-<pid>" */
+  kvtier_role role;
+} kvtier_connect_options;
+
+KVTIER_API void kvtier_connect_options_init(kvtier_connect_options* options);
+
+/* The socket path used when none is given: $KVTIER_SOCKET or /run/kvtier/kvtierd.sock. */
+KVTIER_API const char* kvtier_default_socket_path(void);
+
+/* Connects and performs the version handshake. On KVTIER_E_VERSION_MISMATCH *out is still
+ * set (so kvtier_client_last_error and kvtier_client_versions name both sides); free it. */
+KVTIER_API kvtier_status kvtier_client_connect(const kvtier_connect_options* options, kvtier_client** out);
+KVTIER_API void kvtier_client_free(kvtier_client* client);
+
+/* Detail of the last failed call on this handle; valid until the next call. Never NULL. With
+ * client == NULL: the detail of this thread's last failed kvtier_client_connect. */
+KVTIER_API const char* kvtier_client_last_error(const kvtier_client* client);
+
+typedef struct kvtier_versions {
+  size_t struct_size;
+  uint16_t client_protocol_major, client_protocol_minor;
+  uint32_t client_layout_version;
+  uint64_t client_layout_fingerprint;
+  uint16_t daemon_protocol_major, daemon_protocol_minor;
+  uint32_t daemon_layout_version;
+  uint64_t daemon_layout_fingerprint;
+  uint64_t daemon_epoch;
+  uint32_t client_id;
+  char daemon_version[32];
+} kvtier_versions;
+
+KVTIER_API kvtier_status kvtier_client_versions(const kvtier_client* client, kvtier_versions* out);
+
+typedef struct kvtier_model_geometry {
+  size_t struct_size;
+  uint32_t num_layers;
+  uint32_t num_kv_heads;
+  uint32_t head_dim;
+  kvtier_dtype dtype;
+  const char* model_name; /* may be NULL */
+  uint32_t pool_tokens;   /* DDR pool capacity requested, in tokens */
+} kvtier_model_geometry;
+
+KVTIER_API void kvtier_model_geometry_init(kvtier_model_geometry* geometry);
+
+/* Engine role only. Refused with KVTIER_E_INVALID_ARGUMENT for zero or absurd sizes. */
+KVTIER_API kvtier_status kvtier_model_register(kvtier_client* client, const kvtier_model_geometry* geometry);
+
+KVTIER_API kvtier_status kvtier_sequence_open(kvtier_client* client, uint32_t prompt_length, uint32_t* out_sequence);
+KVTIER_API kvtier_status kvtier_sequence_close(kvtier_client* client, uint32_t sequence);
+
+/* Publishes one decode step's scores for positions [first_position, first_position + count).
+ * Never blocks: when the ring is full the records are dropped and counted (see
+ * kvtier_client_counters). Returns KVTIER_OK in both cases. */
+KVTIER_API kvtier_status kvtier_scores_push(kvtier_client* client, uint32_t sequence, uint32_t step,
+                                            uint32_t first_position, const float* values, size_t count);
+
+typedef struct kvtier_client_counters {
+  size_t struct_size;
+  uint64_t score_records_pushed;
+  uint64_t score_records_dropped;
+  uint64_t plan_records_received;
+  uint64_t plans_acked;
+} kvtier_client_counters;
+
+KVTIER_API kvtier_status kvtier_client_counters_get(const kvtier_client* client, kvtier_client_counters* out);
+
+/* ---- plans ---------------------------------------------------------------------------- */
+
+typedef enum kvtier_tier { KVTIER_T0 = 0, KVTIER_T1 = 1, KVTIER_T2 = 2, KVTIER_T3 = 3 } kvtier_tier;
+#define KVTIER_NO_SLOT UINT32_MAX
+
+/* One token changing tier. Slots index pool rows (the same row position in every layer);
+ * KVTIER_NO_SLOT where a side has no pool row (T0, T3). */
+typedef struct kvtier_plan_move {
+  uint32_t position; /* absolute token position; never changes with the tier */
+  uint8_t from_tier, to_tier;
+  uint16_t reserved;
+  uint32_t src_slot, dst_slot;
+} kvtier_plan_move;
+
+/* A differential plan for one sequence; moves are valid until the next kvtier_plan_poll. */
+typedef struct kvtier_plan {
+  uint64_t epoch;
+  uint32_t sequence;
+  size_t move_count;
+  const kvtier_plan_move* moves;
+} kvtier_plan;
+
+/* Waits up to timeout_ms (0: poll, <0: forever) for the next complete plan. KVTIER_E_TIMEOUT
+ * when none arrived. */
+KVTIER_API kvtier_status kvtier_plan_poll(kvtier_client* client, int timeout_ms, kvtier_plan* out);
+
+/* Acknowledges a polled plan: applied != 0 after every move was executed (the daemon then frees
+ * the source slots); applied == 0 when it could not be applied (the daemon rolls back and the
+ * placement stays as before). Epochs are acknowledged in order. */
+KVTIER_API kvtier_status kvtier_plan_ack(kvtier_client* client, uint64_t epoch, int applied);
+
+/* ---- admin ---------------------------------------------------------------------------- */
+
+typedef struct kvtier_sequence_info {
+  uint32_t sequence_id;
+  uint32_t prompt_length;
+  uint32_t tokens;
+  uint32_t tokens_t0, tokens_t1, tokens_t2, tokens_t3;
+} kvtier_sequence_info;
+
+typedef struct kvtier_client_info {
+  uint32_t client_id;
+  uint32_t pid;
+  uint32_t uid;
+  char name[64];
+  char model_name[64];
+  uint32_t num_layers, num_kv_heads, head_dim;
+  kvtier_dtype dtype;
+  uint32_t pool_slots, pool_slots_used;
+  uint64_t score_records, scores_dropped, plans_sent, plans_acked, errors;
+  size_t sequence_count;
+  const kvtier_sequence_info* sequences;
+} kvtier_client_info;
+
+typedef struct kvtier_daemon_status {
+  char daemon_version[32];
+  uint64_t daemon_epoch;
+  uint64_t uptime_seconds;
+  uint64_t ddr_bytes_total; /* 0: no node-wide cap */
+  uint64_t ddr_bytes_used;
+  size_t client_count;
+  const kvtier_client_info* clients;
+} kvtier_daemon_status;
+
+/* Admin role only (the daemon checks the peer's credentials). Free with kvtier_daemon_status_free. */
+KVTIER_API kvtier_status kvtier_daemon_status_get(kvtier_client* client, kvtier_daemon_status** out);
+KVTIER_API void kvtier_daemon_status_free(kvtier_daemon_status* status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVTIER_KVTIER_H */

@@ -1,0 +1,91 @@
+// Header-only C++ layer over the C ABI in kvtier.h: move-only RAII handles, std::span and
+// std::string_view at the edges. It adds no state and no exceptions: calls return kvtier_status
+// and the handle keeps the detail (last_error()). Thread-safety: as kvtier.h.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "kvtier/kvtier.h"
+
+namespace kvtier {
+
+struct DaemonStatusDeleter {
+  void operator()(kvtier_daemon_status* status) const noexcept { kvtier_daemon_status_free(status); }
+};
+using DaemonStatusPtr = std::unique_ptr<kvtier_daemon_status, DaemonStatusDeleter>;
+
+class Client {
+ public:
+  Client() = default;
+
+  // Connects with `role`; socket_path empty = kvtier_default_socket_path(). On
+  // KVTIER_E_VERSION_MISMATCH the handle is kept so versions() names both sides.
+  kvtier_status connect(const std::string& socket_path, const std::string& name, kvtier_role role = KVTIER_ROLE_ENGINE) {
+    kvtier_connect_options options;
+    kvtier_connect_options_init(&options);
+    options.socket_path = socket_path.empty() ? nullptr : socket_path.c_str();
+    options.client_name = name.empty() ? nullptr : name.c_str();
+    options.role = role;
+    kvtier_client* raw = nullptr;
+    const kvtier_status status = kvtier_client_connect(&options, &raw);
+    handle_.reset(raw);
+    return status;
+  }
+
+  explicit operator bool() const { return handle_ != nullptr; }
+  kvtier_client* get() const { return handle_.get(); }
+  std::string last_error() const { return kvtier_client_last_error(handle_.get()); }
+
+  kvtier_status versions(kvtier_versions& out) const { return kvtier_client_versions(handle_.get(), &out); }
+
+  kvtier_status register_model(std::uint32_t layers, std::uint32_t kv_heads, std::uint32_t head_dim, kvtier_dtype dtype,
+                               std::uint32_t pool_tokens, const std::string& model_name = {}) {
+    kvtier_model_geometry geometry;
+    kvtier_model_geometry_init(&geometry);
+    geometry.num_layers = layers;
+    geometry.num_kv_heads = kv_heads;
+    geometry.head_dim = head_dim;
+    geometry.dtype = dtype;
+    geometry.pool_tokens = pool_tokens;
+    geometry.model_name = model_name.c_str();
+    return kvtier_model_register(handle_.get(), &geometry);
+  }
+
+  kvtier_status open_sequence(std::uint32_t prompt_length, std::uint32_t& sequence) {
+    return kvtier_sequence_open(handle_.get(), prompt_length, &sequence);
+  }
+  kvtier_status close_sequence(std::uint32_t sequence) { return kvtier_sequence_close(handle_.get(), sequence); }
+
+  kvtier_status push_scores(std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
+                            std::span<const float> values) {
+    return kvtier_scores_push(handle_.get(), sequence, step, first_position, values.data(), values.size());
+  }
+
+  kvtier_status poll_plan(std::chrono::milliseconds timeout, kvtier_plan& plan) {
+    return kvtier_plan_poll(handle_.get(), static_cast<int>(timeout.count()), &plan);
+  }
+  kvtier_status ack_plan(std::uint64_t epoch, bool applied) {
+    return kvtier_plan_ack(handle_.get(), epoch, applied ? 1 : 0);
+  }
+
+  kvtier_status counters(kvtier_client_counters& out) const { return kvtier_client_counters_get(handle_.get(), &out); }
+
+  kvtier_status daemon_status(DaemonStatusPtr& out) {
+    kvtier_daemon_status* raw = nullptr;
+    const kvtier_status status = kvtier_daemon_status_get(handle_.get(), &raw);
+    out.reset(raw);
+    return status;
+  }
+
+ private:
+  struct Deleter {
+    void operator()(kvtier_client* client) const noexcept { kvtier_client_free(client); }
+  };
+  std::unique_ptr<kvtier_client, Deleter> handle_;
+};
+
+}  // namespace kvtier

@@ -1,0 +1,194 @@
+// The C ABI (kvtier.h): noexcept wrappers that turn kvtier::Result into kvtier_status and keep
+// the detail in the handle's last error. Nothing throws across this boundary.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "client.hpp"
+#include "kvtier/kvtier.h"
+
+struct kvtier_client {
+  std::unique_ptr<kvtier::client::Client> impl;
+  std::string last_error;
+};
+
+namespace {
+
+// Detail of this thread's last failed kvtier_client_connect (no handle exists to hold it).
+thread_local std::string t_connect_error;
+
+kvtier_status to_status(kvtier::Errc code) { return static_cast<kvtier_status>(code); }
+
+kvtier_status fail(kvtier_client* client, const kvtier::Error& error) {
+  if (client != nullptr) client->last_error = error.message;
+  return to_status(error.code);
+}
+
+template <class Fn>
+kvtier_status guarded(kvtier_client* client, Fn&& fn) noexcept {
+  if (client == nullptr || !client->impl) return KVTIER_E_INVALID_ARGUMENT;
+  try {
+    client->last_error.clear();
+    return fn(*client->impl);
+  } catch (const std::bad_alloc&) {
+    client->last_error = "out of memory";
+    return KVTIER_E_INTERNAL;
+  } catch (const std::exception& e) {
+    client->last_error = e.what();
+    return KVTIER_E_INTERNAL;
+  } catch (...) {
+    client->last_error = "unknown exception";
+    return KVTIER_E_INTERNAL;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* kvtier_status_string(kvtier_status status) {
+  if (status == KVTIER_E_TIMEOUT) return "timeout";
+  if (status < KVTIER_OK || status > KVTIER_E_INTERNAL) return "unknown";
+  return kvtier::errc_name(static_cast<kvtier::Errc>(status)).data();
+}
+
+void kvtier_connect_options_init(kvtier_connect_options* options) {
+  if (options == nullptr) return;
+  std::memset(options, 0, sizeof(*options));
+  options->struct_size = sizeof(*options);
+  options->role = KVTIER_ROLE_ENGINE;
+}
+
+const char* kvtier_default_socket_path(void) {
+  const char* env = std::getenv("KVTIER_SOCKET");
+  return env != nullptr && env[0] != '\0' ? env : "/run/kvtier/kvtierd.sock";
+}
+
+kvtier_status kvtier_client_connect(const kvtier_connect_options* options, kvtier_client** out) {
+  if (options == nullptr || out == nullptr || options->struct_size < sizeof(kvtier_connect_options)) {
+    return KVTIER_E_INVALID_ARGUMENT;
+  }
+  *out = nullptr;
+  try {
+    t_connect_error.clear();
+    kvtier::client::ClientOptions opts;
+    opts.socket_path = options->socket_path != nullptr ? options->socket_path : kvtier_default_socket_path();
+    opts.name = options->client_name != nullptr ? options->client_name : "pid-" + std::to_string(::getpid());
+    opts.role = options->role;
+    auto handle = std::make_unique<kvtier_client>();
+    auto connected = kvtier::client::Client::connect(opts, handle->impl);
+    if (!connected) {
+      const kvtier_status status = fail(handle.get(), connected.error());
+      t_connect_error = connected.error().message;
+      // Keep the handle on a version mismatch so the caller can read both sides' versions.
+      if (status == KVTIER_E_VERSION_MISMATCH && handle->impl) *out = handle.release();
+      return status;
+    }
+    *out = handle.release();
+    return KVTIER_OK;
+  } catch (...) {
+    t_connect_error = "unexpected exception";
+    return KVTIER_E_INTERNAL;
+  }
+}
+
+void kvtier_client_free(kvtier_client* client) { delete client; }
+
+const char* kvtier_client_last_error(const kvtier_client* client) {
+  return client != nullptr ? client->last_error.c_str() : t_connect_error.c_str();
+}
+
+kvtier_status kvtier_client_versions(const kvtier_client* client, kvtier_versions* out) {
+  if (client == nullptr || !client->impl || out == nullptr) return KVTIER_E_INVALID_ARGUMENT;
+  *out = client->impl->versions();
+  return KVTIER_OK;
+}
+
+void kvtier_model_geometry_init(kvtier_model_geometry* geometry) {
+  if (geometry == nullptr) return;
+  std::memset(geometry, 0, sizeof(*geometry));
+  geometry->struct_size = sizeof(*geometry);
+  geometry->dtype = KVTIER_DTYPE_BF16;
+}
+
+kvtier_status kvtier_model_register(kvtier_client* client, const kvtier_model_geometry* geometry) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    if (geometry == nullptr || geometry->struct_size < sizeof(kvtier_model_geometry)) {
+      return fail(client, {kvtier::Errc::kInvalidArgument, "geometry is NULL or its struct_size is too small"});
+    }
+    auto ok = c.register_model(*geometry);
+    return ok ? KVTIER_OK : fail(client, ok.error());
+  });
+}
+
+kvtier_status kvtier_sequence_open(kvtier_client* client, uint32_t prompt_length, uint32_t* out_sequence) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    if (out_sequence == nullptr) return fail(client, {kvtier::Errc::kInvalidArgument, "out_sequence is NULL"});
+    auto id = c.open_sequence(prompt_length);
+    if (!id) return fail(client, id.error());
+    *out_sequence = *id;
+    return KVTIER_OK;
+  });
+}
+
+kvtier_status kvtier_sequence_close(kvtier_client* client, uint32_t sequence) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    auto ok = c.close_sequence(sequence);
+    return ok ? KVTIER_OK : fail(client, ok.error());
+  });
+}
+
+kvtier_status kvtier_scores_push(kvtier_client* client, uint32_t sequence, uint32_t step, uint32_t first_position,
+                                 const float* values, size_t count) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    if (values == nullptr && count != 0) return fail(client, {kvtier::Errc::kInvalidArgument, "values is NULL"});
+    auto ok = c.push_scores(sequence, step, first_position, std::span(values, count));
+    return ok ? KVTIER_OK : fail(client, ok.error());
+  });
+}
+
+kvtier_status kvtier_client_counters_get(const kvtier_client* client, kvtier_client_counters* out) {
+  if (client == nullptr || !client->impl || out == nullptr) return KVTIER_E_INVALID_ARGUMENT;
+  *out = client->impl->counters();
+  return KVTIER_OK;
+}
+
+kvtier_status kvtier_plan_poll(kvtier_client* client, int timeout_ms, kvtier_plan* out) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    if (out == nullptr) return fail(client, {kvtier::Errc::kInvalidArgument, "out is NULL"});
+    const auto timeout = timeout_ms < 0 ? std::chrono::milliseconds(std::chrono::hours(24 * 365))
+                                        : std::chrono::milliseconds(timeout_ms);
+    auto plan = c.poll_plan(timeout);
+    if (!plan) return fail(client, plan.error());
+    if (!*plan) return KVTIER_E_TIMEOUT;
+    *out = **plan;
+    return KVTIER_OK;
+  });
+}
+
+kvtier_status kvtier_plan_ack(kvtier_client* client, uint64_t epoch, int applied) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    auto ok = c.ack_plan(epoch, applied != 0);
+    return ok ? KVTIER_OK : fail(client, ok.error());
+  });
+}
+
+kvtier_status kvtier_daemon_status_get(kvtier_client* client, kvtier_daemon_status** out) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    if (out == nullptr) return fail(client, {kvtier::Errc::kInvalidArgument, "out is NULL"});
+    auto status = c.daemon_status();
+    if (!status) return fail(client, status.error());
+    *out = *status;
+    return KVTIER_OK;
+  });
+}
+
+void kvtier_daemon_status_free(kvtier_daemon_status* status) {
+  if (status != nullptr) kvtier::client::free_daemon_status(status);
+}
+
+}  // extern "C"

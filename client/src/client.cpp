@@ -1,0 +1,297 @@
+#include "client.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kvtier/protocol/version.hpp"
+#include "kvtier/shm/layout.hpp"
+
+namespace kvtier::client {
+namespace {
+
+Error error_from_reply(wire::ErrorReply::Reader reply) {
+  const std::uint32_t code = reply.getCode();
+  const Errc errc = code <= static_cast<std::uint32_t>(Errc::kInternal) ? static_cast<Errc>(code) : Errc::kInternal;
+  return Error{errc, std::string("kvtierd: ") + reply.getMessage().cStr()};
+}
+
+void copy_text(char* dst, std::size_t size, capnp::Text::Reader text) {
+  const std::size_t n = std::min(size - 1, static_cast<std::size_t>(text.size()));
+  std::memcpy(dst, text.cStr(), n);
+  dst[n] = '\0';
+}
+
+// kvtier_daemon_status plus the storage its pointers refer to; freed as one object.
+struct StatusHolder : kvtier_daemon_status {
+  std::vector<kvtier_client_info> client_storage;
+  std::vector<std::vector<kvtier_sequence_info>> sequence_storage;
+};
+
+}  // namespace
+
+Status Client::connect(const ClientOptions& options, std::unique_ptr<Client>& out) {
+  auto connection = Connection::connect(options.socket_path);
+  if (!connection) return tl::unexpected(connection.error());
+  out.reset(new Client(std::move(*connection), options));
+  return out->hello();
+}
+
+Status Client::hello() {
+  versions_.struct_size = sizeof(versions_);
+  versions_.client_protocol_major = protocol::kProtocolMajor;
+  versions_.client_protocol_minor = protocol::kProtocolMinor;
+  versions_.client_layout_version = shm::kLayoutVersion;
+  versions_.client_layout_fingerprint = shm::kLayoutFingerprint;
+  capnp::MallocMessageBuilder message;
+  auto hello = message.initRoot<wire::ClientMessage>().initHello();
+  hello.setProtocolMajor(protocol::kProtocolMajor);
+  hello.setProtocolMinor(protocol::kProtocolMinor);
+  hello.setLayoutVersion(shm::kLayoutVersion);
+  hello.setLayoutFingerprint(shm::kLayoutFingerprint);
+  hello.setClientName(options_.name);
+  hello.setRole(options_.role == KVTIER_ROLE_ADMIN ? wire::SessionRole::ADMIN : wire::SessionRole::ENGINE);
+  if (auto sent = connection_.send(message); !sent) return sent;
+  auto reply = connection_.receive(options_.reply_timeout);
+  if (!reply) return tl::unexpected(reply.error());
+  return protocol::capture_protocol_errors([&]() -> Status {
+    auto root = reply->root<wire::DaemonMessage>();
+    switch (root.which()) {
+      case wire::DaemonMessage::VERSION_MISMATCH: {
+        auto m = root.getVersionMismatch();
+        versions_.daemon_protocol_major = m.getDaemonProtocolMajor();
+        versions_.daemon_protocol_minor = m.getDaemonProtocolMinor();
+        versions_.daemon_layout_version = m.getDaemonLayoutVersion();
+        versions_.daemon_layout_fingerprint = m.getDaemonLayoutFingerprint();
+        return make_error(Errc::kVersionMismatch, std::string("kvtierd refused the client: ") + m.getMessage().cStr());
+      }
+      case wire::DaemonMessage::ERROR: return tl::unexpected(error_from_reply(root.getError()));
+      case wire::DaemonMessage::WELCOME: break;
+      default: return make_error(Errc::kProtocol, "expected Welcome from kvtierd");
+    }
+    auto welcome = root.getWelcome();
+    versions_.daemon_protocol_major = welcome.getProtocolMajor();
+    versions_.daemon_protocol_minor = welcome.getProtocolMinor();
+    versions_.daemon_layout_version = welcome.getLayoutVersion();
+    versions_.daemon_layout_fingerprint = welcome.getLayoutFingerprint();
+    versions_.daemon_epoch = welcome.getDaemonEpoch();
+    versions_.client_id = welcome.getClientId();
+    copy_text(versions_.daemon_version, sizeof(versions_.daemon_version), welcome.getDaemonVersion());
+    if (options_.role != KVTIER_ROLE_ENGINE) return {};
+    auto control_fd = connection_.take_fd();
+    auto doorbell_fd = connection_.take_fd();
+    if (!control_fd) return tl::unexpected(control_fd.error());
+    if (!doorbell_fd) return tl::unexpected(doorbell_fd.error());
+    auto mapping = shm::Mapping::map_segment(control_fd->get(), shm::SegmentKind::kControl, versions_.daemon_epoch);
+    if (!mapping) return tl::unexpected(mapping.error());
+    control_.emplace(std::move(*mapping));
+    auto rings = shm::client_rings(*control_);
+    if (!rings) return tl::unexpected(rings.error());
+    rings_.emplace(std::move(*rings));
+    doorbell_ = std::move(*doorbell_fd);
+    return {};
+  });
+}
+
+Result<protocol::MessageIn> Client::request(capnp::MessageBuilder& message) {
+  if (auto sent = connection_.send(message); !sent) return tl::unexpected(sent.error());
+  auto reply = connection_.receive(options_.reply_timeout);
+  if (!reply) return reply;
+  auto error = protocol::capture_protocol_errors([&]() -> Status {
+    auto root = reply->root<wire::DaemonMessage>();
+    if (root.which() == wire::DaemonMessage::ERROR) return tl::unexpected(error_from_reply(root.getError()));
+    return {};
+  });
+  if (!error) return tl::unexpected(error.error());
+  return reply;
+}
+
+Status Client::require_engine(const char* what) const {
+  if (!rings_) return make_error(Errc::kBadState, std::string(what) + " needs a client connected with the engine role");
+  return {};
+}
+
+Status Client::register_model(const kvtier_model_geometry& geometry) {
+  if (auto ok = require_engine("register_model"); !ok) return ok;
+  if (geometry.dtype > KVTIER_DTYPE_F32) return make_error(Errc::kInvalidArgument, "unknown dtype");
+  capnp::MallocMessageBuilder message;
+  auto reg = message.initRoot<wire::ClientMessage>().initRegisterModel();
+  reg.setNumLayers(geometry.num_layers);
+  reg.setNumKvHeads(geometry.num_kv_heads);
+  reg.setHeadDim(geometry.head_dim);
+  reg.setDtype(static_cast<wire::KvDtype>(geometry.dtype));
+  reg.setModelName(geometry.model_name != nullptr ? geometry.model_name : "");
+  reg.setPoolTokens(geometry.pool_tokens);
+  auto reply = request(message);
+  if (!reply) return tl::unexpected(reply.error());
+  return protocol::capture_protocol_errors([&]() -> Status {
+    auto root = reply->root<wire::DaemonMessage>();
+    if (root.which() != wire::DaemonMessage::MODEL_REGISTERED) return make_error(Errc::kProtocol, "expected ModelRegistered");
+    auto fd = connection_.take_fd();
+    if (!fd) return tl::unexpected(fd.error());
+    auto mapping = shm::Mapping::map_segment(fd->get(), shm::SegmentKind::kPool, versions_.daemon_epoch);
+    if (!mapping) return tl::unexpected(mapping.error());
+    auto view = shm::PoolView::validate(mapping->bytes());
+    if (!view) return tl::unexpected(view.error());
+    pool_.emplace(std::move(*mapping));
+    pool_view_.emplace(*view);
+    return {};
+  });
+}
+
+Result<std::uint32_t> Client::open_sequence(std::uint32_t prompt_length) {
+  if (auto ok = require_engine("open_sequence"); !ok) return tl::unexpected(ok.error());
+  capnp::MallocMessageBuilder message;
+  message.initRoot<wire::ClientMessage>().initOpenSequence().setPromptLength(prompt_length);
+  auto reply = request(message);
+  if (!reply) return tl::unexpected(reply.error());
+  return protocol::capture_protocol_errors([&]() -> Result<std::uint32_t> {
+    auto root = reply->root<wire::DaemonMessage>();
+    if (root.which() != wire::DaemonMessage::SEQUENCE_OPENED) return make_error(Errc::kProtocol, "expected SequenceOpened");
+    return root.getSequenceOpened().getSequenceId();
+  });
+}
+
+Status Client::close_sequence(std::uint32_t sequence) {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<wire::ClientMessage>().initCloseSequence().setSequenceId(sequence);
+  auto reply = request(message);
+  if (!reply) return tl::unexpected(reply.error());
+  return {};
+}
+
+void Client::ring_doorbell() const {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = ::write(doorbell_.get(), &one, sizeof(one));
+}
+
+Status Client::push_scores(std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
+                           std::span<const float> values) {
+  if (auto ok = require_engine("push_scores"); !ok) return ok;
+  shm::ScoreRecord record{};
+  record.sequence = sequence;
+  record.step = step;
+  bool wake = false;
+  for (std::size_t done = 0; done < values.size(); done += shm::kScoresPerRecord) {
+    const std::size_t n = std::min<std::size_t>(shm::kScoresPerRecord, values.size() - done);
+    record.first_position = first_position + static_cast<std::uint32_t>(done);
+    record.count = static_cast<std::uint32_t>(n);
+    std::memcpy(record.values, values.data() + done, n * sizeof(float));
+    switch (rings_->scores.push(record)) {
+      case shm::PushResult::kPushed: ++counters_.score_records_pushed; break;
+      case shm::PushResult::kPushedWake: ++counters_.score_records_pushed; wake = true; break;
+      case shm::PushResult::kDropped: ++counters_.score_records_dropped; break;
+    }
+  }
+  if (wake) ring_doorbell();
+  return {};
+}
+
+Result<std::optional<kvtier_plan>> Client::poll_plan(std::chrono::milliseconds timeout) {
+  if (auto ok = require_engine("poll_plan"); !ok) return tl::unexpected(ok.error());
+  plan_moves_.clear();
+  plan_records_.resize(1);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::uint64_t epoch = 0;
+  std::uint32_t sequence = 0;
+  for (;;) {
+    auto popped = rings_->plans.pop(std::span(plan_records_.data(), 1));
+    if (!popped) return tl::unexpected(popped.error());
+    if (*popped == 0) {
+      const auto left = deadline - std::chrono::steady_clock::now();
+      // Once a plan has begun its remaining records are already on their way: wait for them.
+      if (left <= std::chrono::nanoseconds::zero() && epoch == 0) return std::optional<kvtier_plan>{};
+      rings_->plans.wait(std::max<std::chrono::nanoseconds>(left, std::chrono::milliseconds(epoch ? 100 : 0)));
+      continue;
+    }
+    const shm::PlanRecord& record = plan_records_[0];
+    if (epoch != 0 && (record.epoch != epoch || record.sequence != sequence)) {
+      return make_error(Errc::kProtocol, "plan record of epoch " + std::to_string(record.epoch) +
+                                             " interleaved with epoch " + std::to_string(epoch));
+    }
+    epoch = record.epoch;
+    sequence = record.sequence;
+    ++counters_.plan_records_received;
+    for (std::uint16_t i = 0; i < record.move_count; ++i) {
+      const shm::PlanMove& m = record.moves[i];
+      plan_moves_.push_back(kvtier_plan_move{m.position, m.from_tier, m.to_tier, 0, m.src_slot, m.dst_slot});
+    }
+    if ((record.flags & shm::kPlanLast) != 0) break;
+  }
+  return kvtier_plan{epoch, sequence, plan_moves_.size(), plan_moves_.data()};
+}
+
+Status Client::ack_plan(std::uint64_t epoch, bool applied) {
+  if (auto ok = require_engine("ack_plan"); !ok) return ok;
+  if (epoch <= last_acked_) {
+    return make_error(Errc::kInvalidArgument, "epoch " + std::to_string(epoch) + " already acknowledged");
+  }
+  last_acked_ = epoch;
+  const bool wake = applied ? rings_->plans.ack(epoch) : rings_->plans.fail(epoch);
+  ++counters_.plans_acked;
+  if (wake) ring_doorbell();
+  return {};
+}
+
+kvtier_client_counters Client::counters() const {
+  kvtier_client_counters out = counters_;
+  out.struct_size = sizeof(out);
+  return out;
+}
+
+Result<kvtier_daemon_status*> Client::daemon_status() {
+  capnp::MallocMessageBuilder message;
+  message.initRoot<wire::ClientMessage>().initStatusRequest();
+  auto reply = request(message);
+  if (!reply) return tl::unexpected(reply.error());
+  auto holder = std::make_unique<StatusHolder>();
+  auto filled = protocol::capture_protocol_errors([&]() -> Status {
+    auto root = reply->root<wire::DaemonMessage>();
+    if (root.which() != wire::DaemonMessage::STATUS_REPLY) return make_error(Errc::kProtocol, "expected StatusReply");
+    auto status = root.getStatusReply();
+    copy_text(holder->daemon_version, sizeof(holder->daemon_version), status.getDaemonVersion());
+    holder->daemon_epoch = status.getDaemonEpoch();
+    holder->uptime_seconds = status.getUptimeSeconds();
+    holder->ddr_bytes_total = status.getDdrBytesTotal();
+    holder->ddr_bytes_used = status.getDdrBytesUsed();
+    for (auto c : status.getClients()) {
+      kvtier_client_info info{};
+      info.client_id = c.getClientId();
+      info.pid = c.getPid();
+      info.uid = c.getUid();
+      copy_text(info.name, sizeof(info.name), c.getName());
+      copy_text(info.model_name, sizeof(info.model_name), c.getModelName());
+      info.num_layers = c.getNumLayers();
+      info.num_kv_heads = c.getNumKvHeads();
+      info.head_dim = c.getHeadDim();
+      info.dtype = static_cast<kvtier_dtype>(c.getDtype());
+      info.pool_slots = c.getPoolSlots();
+      info.pool_slots_used = c.getPoolSlotsUsed();
+      info.score_records = c.getScoreRecords();
+      info.scores_dropped = c.getScoresDropped();
+      info.plans_sent = c.getPlansSent();
+      info.plans_acked = c.getPlansAcked();
+      info.errors = c.getErrors();
+      auto& seqs = holder->sequence_storage.emplace_back();
+      for (auto s : c.getSequences()) {
+        seqs.push_back(kvtier_sequence_info{s.getSequenceId(), s.getPromptLength(), s.getTokens(), s.getTokensT0(),
+                                            s.getTokensT1(), s.getTokensT2(), s.getTokensT3()});
+      }
+      holder->client_storage.push_back(info);
+    }
+    return {};
+  });
+  if (!filled) return tl::unexpected(filled.error());
+  for (std::size_t i = 0; i < holder->client_storage.size(); ++i) {
+    holder->client_storage[i].sequence_count = holder->sequence_storage[i].size();
+    holder->client_storage[i].sequences = holder->sequence_storage[i].data();
+  }
+  holder->client_count = holder->client_storage.size();
+  holder->clients = holder->client_storage.data();
+  return holder.release();
+}
+
+void free_daemon_status(kvtier_daemon_status* status) { delete static_cast<StatusHolder*>(status); }
+
+}  // namespace kvtier::client

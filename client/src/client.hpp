@@ -1,0 +1,79 @@
+// Client: the implementation behind the C ABI. One connection to kvtierd, the handshake, the
+// control requests, and for engines the mapped control segment (score producer, plan consumer),
+// the doorbell and the pool mapping.
+//
+// Thread-safety: one thread at a time (single producer / single consumer of the rings).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "connection.hpp"
+#include "kvtier/kvtier.h"
+#include "kvtier/protocol/control.capnp.h"
+#include "kvtier/shm/control_segment.hpp"
+#include "kvtier/shm/mapping.hpp"
+#include "kvtier/shm/pool_segment.hpp"
+
+namespace kvtier::client {
+
+struct ClientOptions {
+  std::string socket_path;
+  std::string name;
+  kvtier_role role = KVTIER_ROLE_ENGINE;
+  std::chrono::milliseconds reply_timeout{10000};
+};
+
+class Client {
+ public:
+  // Connects and runs the handshake. On a version mismatch the Client is still returned through
+  // `out` (versions() names both sides) together with the kVersionMismatch error.
+  static Status connect(const ClientOptions& options, std::unique_ptr<Client>& out);
+
+  const kvtier_versions& versions() const { return versions_; }
+  Status register_model(const kvtier_model_geometry& geometry);
+  Result<std::uint32_t> open_sequence(std::uint32_t prompt_length);
+  Status close_sequence(std::uint32_t sequence);
+  Status push_scores(std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
+                     std::span<const float> values);
+  // Next complete plan; nullopt after `timeout` without one.
+  Result<std::optional<kvtier_plan>> poll_plan(std::chrono::milliseconds timeout);
+  Status ack_plan(std::uint64_t epoch, bool applied);
+  Result<kvtier_daemon_status*> daemon_status();
+  kvtier_client_counters counters() const;
+
+  // Pool rows of this client (engine role, after register_model).
+  const std::optional<shm::PoolView>& pool() const { return pool_view_; }
+
+ private:
+  explicit Client(Connection connection, ClientOptions options)
+      : connection_(std::move(connection)), options_(std::move(options)) {}
+
+  Status hello();
+  // Sends `message` and waits for the reply; an ErrorReply becomes its Errc.
+  Result<protocol::MessageIn> request(capnp::MessageBuilder& message);
+  Status require_engine(const char* what) const;
+  void ring_doorbell() const;
+
+  Connection connection_;
+  ClientOptions options_;
+  kvtier_versions versions_{};
+  std::optional<shm::Mapping> control_;
+  std::optional<shm::ClientRings> rings_;
+  shm::UniqueFd doorbell_;
+  std::optional<shm::Mapping> pool_;
+  std::optional<shm::PoolView> pool_view_;
+  std::vector<shm::PlanRecord> plan_records_;
+  std::vector<kvtier_plan_move> plan_moves_;
+  std::uint64_t last_acked_ = 0;
+  kvtier_client_counters counters_{};
+};
+
+// Frees what Client::daemon_status returned.
+void free_daemon_status(kvtier_daemon_status* status);
+
+}  // namespace kvtier::client

@@ -1,0 +1,40 @@
+// Connection: the client's end of the daemon's Unix socket. Sends frames, receives frames
+// together with any fds the daemon passes (SCM_RIGHTS), with a timeout on every wait so a hung
+// daemon surfaces as Errc::kUnavailable instead of a hang.
+//
+// Thread-safety: one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include <capnp/message.h>
+
+#include "kvtier/protocol/framing.hpp"
+#include "kvtier/shm/unique_fd.hpp"
+
+namespace kvtier::client {
+
+class Connection {
+ public:
+  static Result<Connection> connect(const std::string& socket_path);
+
+  Status send(capnp::MessageBuilder& message);
+  // The next frame, parsed. Errors: kUnavailable (EOF, timeout), kProtocol.
+  Result<protocol::MessageIn> receive(std::chrono::milliseconds timeout);
+  // Takes the oldest fd received so far (fds arrive with the frame that announces them).
+  Result<shm::UniqueFd> take_fd();
+  int fd() const { return socket_.get(); }
+
+ private:
+  explicit Connection(shm::UniqueFd socket) : socket_(std::move(socket)) {}
+  Status read_some(std::chrono::milliseconds timeout);
+
+  shm::UniqueFd socket_;
+  protocol::FrameDecoder decoder_;
+  std::deque<shm::UniqueFd> fds_;
+};
+
+}  // namespace kvtier::client

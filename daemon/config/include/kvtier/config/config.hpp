@@ -1,0 +1,127 @@
+// kvtierd configuration: the TOML file (/etc/kvtier/kvtierd.toml), `--set table.key=value`
+// command-line overrides, validation, and a dump of the effective configuration.
+//
+// Every field has a built-in default, so an empty file (or none) is a complete configuration.
+// The file is strict: an unknown table or key, a value of the wrong type or out of range is an
+// error naming the key, the value and the place ("unknown key 'limits.max_clinets' in
+// kvtierd.toml:12"); nothing is silently ignored. Lifecycle in main():
+//   load_config_file (or a default DaemonConfig) -> apply_override per --set -> validate.
+// load_config_file/parse_config already validate what they return; apply_override checks only
+// the one value it sets, so validate() must run after the last override.
+//
+// Thread-safety: DaemonConfig is a plain value; every function here is reentrant and touches
+// nothing but its arguments.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kvtier/protocol/error.hpp"
+
+namespace kvtier::config {
+
+// Socket file name inside daemon.runtime_dir when daemon.socket is empty.
+inline constexpr std::string_view kSocketFileName = "kvtierd.sock";
+
+// Same order and meaning as spdlog::level::level_enum (trace = 0 ... off = 6), so the daemon may
+// static_cast between them. TOML names: trace, debug, info, warn, error, critical, off.
+enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kCritical, kOff };
+
+// How tiering.evict_ratio is read (DESIGN.md §4.4, seed-algorithms.md §3.4, §9.5).
+// TOML names: "cumulative" (r = fraction of the managed chain destroyed so far; the default),
+// "paper-algorithm" (r re-applied every round, compounding, as Algorithm 1),
+// "paper-prototype" (r and hbm_ratio applied to GPU-resident tokens only, as the prototype).
+enum class EvictionMode : std::uint8_t { kCumulative, kPaperAlgorithm, kPaperPrototype };
+
+std::string_view log_level_name(LogLevel level) noexcept;
+std::optional<LogLevel> parse_log_level(std::string_view name) noexcept;
+std::string_view eviction_mode_name(EvictionMode mode) noexcept;
+std::optional<EvictionMode> parse_eviction_mode(std::string_view name) noexcept;
+
+// [daemon]
+struct DaemonSection {
+  std::filesystem::path runtime_dir = "/run/kvtier";  // socket, lock file; absolute
+  std::filesystem::path socket;        // empty: runtime_dir / kSocketFileName; else absolute
+  std::string shm_prefix = "kvtier";   // POSIX shm names start "/<shm_prefix>-"; [A-Za-z0-9_-]
+  std::string admin_group = "kvtier-admin";  // empty: admin only for root and the daemon's uid
+  LogLevel log_level = LogLevel::kInfo;
+  bool watchdog = true;  // feed systemd's watchdog when WATCHDOG_USEC is set
+
+  bool operator==(const DaemonSection&) const = default;
+};
+
+// [limits] Per-client and per-message caps; reaching one is Errc::kLimitExceeded for that client.
+struct LimitsSection {
+  std::uint32_t max_clients = 64;
+  std::uint32_t max_sequences_per_client = 256;
+  std::uint64_t max_pool_bytes_per_client = std::uint64_t{1} << 30;  // 1 GiB
+  std::uint32_t max_frame_bytes = 1u << 20;                          // 1 MiB control frame
+  std::uint32_t max_tokens_per_sequence = 1u << 20;
+  std::uint32_t score_ring_records = 4096;  // power of two
+  std::uint32_t plan_ring_records = 1024;   // power of two
+
+  bool operator==(const LimitsSection&) const = default;
+};
+
+// [tiering] Defaults for the tier engine. Plain fields on purpose: the daemon copies them into
+// the tier library's own parameter struct, so this module does not depend on it.
+struct TieringSection {
+  std::uint32_t sink_tokens = 4;      // first generated tokens always kept in T0
+  std::uint32_t window_tokens = 128;  // newest tokens always kept in T0
+  std::uint32_t interval = 64;        // re-tier every `interval` decode steps (Δ)
+  double hbm_ratio = 0.5;             // β: share of surviving unprotected tokens kept in T0
+  double evict_ratio = 0.0;           // r: see EvictionMode; 0 = never destroy a token
+  double hysteresis = 0.0;            // margin before a token changes tier; 0 = none
+  double decay = 1.0;                 // per-step score multiplier; 1 = no decay (paper)
+  EvictionMode eviction_mode = EvictionMode::kCumulative;
+
+  bool operator==(const TieringSection&) const = default;
+};
+
+// [pools]
+struct PoolsSection {
+  std::uint64_t ddr_bytes_total = 0;  // node-wide DDR pool cap; 0 = only the per-client cap
+
+  bool operator==(const PoolsSection&) const = default;
+};
+
+struct DaemonConfig {
+  DaemonSection daemon;
+  LimitsSection limits;
+  TieringSection tiering;
+  PoolsSection pools;
+
+  bool operator==(const DaemonConfig&) const = default;
+};
+
+// The socket the daemon binds (and kvtierctl connects to): daemon.socket if set, else
+// daemon.runtime_dir / kSocketFileName.
+std::filesystem::path socket_path(const DaemonConfig& config);
+
+// Reads and parses a TOML file; `path` is the source name in messages.
+// Errors: kOsError (cannot open/read, with errno), kInvalidArgument (too large, syntax, unknown
+// key, wrong type, out of range, inconsistent), kInternal (unexpected exception).
+Result<DaemonConfig> load_config_file(const std::filesystem::path& path);
+
+// Parses TOML text over the built-in defaults and validates the result. `source_name` only
+// labels messages ("kvtierd.toml" gives "... in kvtierd.toml:12"). Errors as load_config_file.
+Result<DaemonConfig> parse_config(std::string_view toml_text, std::string_view source_name);
+
+// Applies one "table.key=value" override (the argument of --set). The value is TOML
+// (8, 0.25, true, "text"); for string-valued keys an unquoted value is taken literally
+// (--set daemon.log_level=debug). Checks this value's type and range only; on error `config`
+// is unchanged. Errors: kInvalidArgument.
+Status apply_override(DaemonConfig& config, std::string_view assignment);
+
+// Checks every value's range and the cross-field rules (e.g. the socket path must fit in a
+// sockaddr_un). Errors: kInvalidArgument naming the key and the value.
+Status validate(const DaemonConfig& config);
+
+// The configuration as TOML, every key present, in file order, with one comment per key.
+// parse_config(to_toml(c), ...) == c for every valid c. Used by `kvtierd --print-config`.
+std::string to_toml(const DaemonConfig& config);
+
+}  // namespace kvtier::config

@@ -1,0 +1,87 @@
+// DataPlane: the daemon's per-step work, on its own thread. For every engine client it drains
+// the score ring (woken by the client's eventfd doorbell after a bounded spin), validates every
+// record it copies out, accumulates scores into each sequence's tier state, runs the tier
+// engine every Δ steps, publishes differential plans on the plan ring and commits or rolls
+// them back when the client acknowledges.
+//
+// Threading: the control plane calls the public functions from its thread; each posts the work
+// to the data-plane io_context, and completions are posted back to the control io_context. No
+// state is shared between the two threads otherwise. A client whose ring traffic is malformed
+// is reported through the fail handler (on the control thread) and ignored from then on.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <spdlog/logger.h>
+
+#include "kvtier/config/config.hpp"
+#include "kvtier/shm/control_layout.hpp"
+#include "kvtier/shm/pool_geometry.hpp"
+#include "kvtier/shm/segment.hpp"
+#include "kvtier/shm/unique_fd.hpp"
+
+namespace kvtier::daemon {
+
+class ClientChannel;
+
+struct SequenceSnapshot {
+  std::uint32_t sequence_id = 0;
+  std::uint32_t prompt_length = 0;
+  std::uint32_t tokens = 0;
+  std::uint32_t tokens_t0 = 0, tokens_t1 = 0, tokens_t2 = 0, tokens_t3 = 0;
+};
+
+struct ClientSnapshot {
+  std::uint32_t client_id = 0;
+  std::uint32_t pool_slots_used = 0;
+  std::uint64_t score_records = 0, scores_dropped = 0, plans_sent = 0, plans_acked = 0, errors = 0;
+  std::vector<SequenceSnapshot> sequences;
+};
+
+class DataPlane {
+ public:
+  using FailHandler = std::function<void(std::uint32_t client_id, const Error& error)>;
+
+  DataPlane(asio::io_context& control_io, const config::DaemonConfig& config, spdlog::logger& log);
+  ~DataPlane();
+
+  // `on_fail` runs on the control thread.
+  void start(FailHandler on_fail);
+  void stop();
+
+  void attach(std::uint32_t client_id, shm::Segment control, const shm::ControlLayout& layout, shm::UniqueFd doorbell);
+  void set_pool(std::uint32_t client_id, shm::Segment pool, const shm::PoolGeometry& geometry);
+  // Both complete on the control thread, after the data plane has taken the change into account:
+  // a client learns a sequence id only once score records for it are accepted, and a close
+  // first drains the ring so records pushed before it still count.
+  void open_sequence(std::uint32_t client_id, std::uint32_t sequence_id, std::uint32_t prompt_length,
+                     std::function<void()> done);
+  void close_sequence(std::uint32_t client_id, std::uint32_t sequence_id, std::function<void()> done);
+  // Destroys the client's channel (unmaps and unlinks its segments), then runs `done` on the
+  // control thread.
+  void detach(std::uint32_t client_id, std::function<void()> done);
+  void snapshot(std::function<void(std::vector<ClientSnapshot>)> done);
+
+ private:
+  template <class Fn>
+  void post(Fn&& fn);
+  void report_failure(std::uint32_t client_id, const Error& error);
+
+  asio::io_context& control_io_;
+  const config::DaemonConfig& config_;
+  spdlog::logger& log_;
+  asio::io_context io_;  // data-plane thread's context
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  FailHandler on_fail_;
+  std::map<std::uint32_t, std::unique_ptr<ClientChannel>> channels_;
+  std::jthread thread_;
+};
+
+}  // namespace kvtier::daemon

@@ -1,0 +1,261 @@
+#include "server.hpp"
+
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <asio/post.hpp>
+
+#include "kvtier/protocol/control.capnp.h"
+#include "kvtier/protocol/version.hpp"
+#include "kvtier/shm/control_layout.hpp"
+#include "kvtier/shm/control_segment.hpp"
+#include "kvtier/shm/layout.hpp"
+#include "kvtier/shm/pool_segment.hpp"
+#include "session.hpp"
+
+namespace kvtier::daemon {
+namespace {
+
+shm::UniqueFd pidfd_open(pid_t pid) {
+  return shm::UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+}
+
+Result<shm::UniqueFd> dup_fd(int fd) {
+  const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return os_error("dup");
+  return shm::UniqueFd(copy);
+}
+
+}  // namespace
+
+Server::Server(asio::io_context& io, const config::DaemonConfig& config, DataPlane& data_plane, spdlog::logger& log,
+               std::uint64_t epoch)
+    : io_(io),
+      config_(config),
+      data_plane_(data_plane),
+      log_(log),
+      epoch_(epoch),
+      started_(std::chrono::steady_clock::now()) {}
+
+Server::~Server() = default;
+
+const char* Server::version() const { return KVTIER_VERSION; }
+
+void Server::start(asio::local::stream_protocol::acceptor acceptor) {
+  acceptor_ = std::make_unique<asio::local::stream_protocol::acceptor>(std::move(acceptor));
+  accept_next();
+}
+
+void Server::accept_next() {
+  acceptor_->async_accept([this](std::error_code ec, asio::local::stream_protocol::socket socket) {
+    if (stopping_) return;
+    if (!ec) {
+      on_accept(std::move(socket));
+    } else {
+      log_.warn("event=accept_failed error=\"{}\"", ec.message());
+    }
+    accept_next();
+  });
+}
+
+void Server::on_accept(asio::local::stream_protocol::socket socket) {
+  auto peer = peer_credentials(socket.native_handle());
+  if (!peer) {
+    log_.warn("event=peer_credentials_failed {}", to_string(peer.error()));
+    return;
+  }
+  const std::uint32_t id = next_client_id_++;
+  ClientRecord record;
+  record.peer = *peer;
+  // Taken now, before the peer can exit and its pid be reused.
+  if (auto pidfd = pidfd_open(peer->pid); pidfd.get() >= 0) {
+    record.pidfd = std::make_unique<asio::posix::stream_descriptor>(io_, pidfd.release());
+  }
+  record.session = std::make_shared<Session>(*this, std::move(socket), *peer, id);
+  auto session = record.session;
+  clients_.emplace(id, std::move(record));
+  session->start();
+}
+
+Result<EngineAttachment> Server::attach_engine(Session& session) {
+  std::size_t engines = 0;
+  for (const auto& [id, record] : clients_) engines += (record.engine && !record.closed) ? 1 : 0;
+  if (engines >= config_.limits.max_clients) {
+    return make_error(Errc::kLimitExceeded, "daemon serves " + std::to_string(engines) +
+                                                " clients, limit limits.max_clients=" +
+                                                std::to_string(config_.limits.max_clients));
+  }
+  auto layout = shm::ControlLayout::make(config_.limits.score_ring_records, config_.limits.plan_ring_records);
+  if (!layout) return tl::unexpected(layout.error());
+  auto segment = shm::create_control_segment(segment_name(session.client_id(), "ctl"), *layout, epoch_,
+                                             session.client_id());
+  if (!segment) return tl::unexpected(segment.error());
+  const int doorbell = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (doorbell < 0) return os_error("eventfd");
+  shm::UniqueFd daemon_doorbell(doorbell);
+  auto client_control = dup_fd(segment->fd());
+  auto client_doorbell = dup_fd(doorbell);
+  if (!client_control) return tl::unexpected(client_control.error());
+  if (!client_doorbell) return tl::unexpected(client_doorbell.error());
+  EngineAttachment attachment{std::move(*client_control), std::move(*client_doorbell), segment->size()};
+  clients_.at(session.client_id()).engine = true;
+  data_plane_.attach(session.client_id(), std::move(*segment), *layout, std::move(daemon_doorbell));
+  return attachment;
+}
+
+Result<PoolGrant> Server::register_pool(Session& session, const shm::PoolGeometry& geometry) {
+  const std::uint64_t bytes = sizeof(shm::SegmentHeader) + shm::pool_payload_bytes(geometry);
+  if (bytes > config_.limits.max_pool_bytes_per_client) {
+    return make_error(Errc::kLimitExceeded, "pool of " + std::to_string(bytes) +
+                                                " bytes exceeds limits.max_pool_bytes_per_client=" +
+                                                std::to_string(config_.limits.max_pool_bytes_per_client));
+  }
+  const std::uint64_t total = config_.pools.ddr_bytes_total;
+  if (total != 0 && pool_bytes_used_ + bytes > total) {
+    return make_error(Errc::kLimitExceeded, "pool of " + std::to_string(bytes) + " bytes does not fit: " +
+                                                std::to_string(pool_bytes_used_) + " of pools.ddr_bytes_total=" +
+                                                std::to_string(total) + " in use");
+  }
+  auto segment = shm::create_pool_segment(segment_name(session.client_id(), "pool"), geometry, epoch_,
+                                          session.client_id());
+  if (!segment) return tl::unexpected(segment.error());
+  auto client_fd = dup_fd(segment->fd());
+  if (!client_fd) return tl::unexpected(client_fd.error());
+  PoolGrant grant{std::move(*client_fd), segment->size()};
+  clients_.at(session.client_id()).pool_bytes = segment->size();
+  pool_bytes_used_ += segment->size();
+  data_plane_.set_pool(session.client_id(), std::move(*segment), geometry);
+  log_.info("event=model_registered client_id={} layers={} kv_heads={} head_dim={} slots={} pool_bytes={}",
+            session.client_id(), geometry.num_layers, geometry.num_kv_heads, geometry.head_dim, geometry.slots,
+            grant.segment_bytes);
+  return grant;
+}
+
+std::string Server::segment_name(std::uint32_t client_id, const char* kind) const {
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "/%s-%016llx-%u-%s", config_.daemon.shm_prefix.c_str(),
+                static_cast<unsigned long long>(epoch_), client_id, kind);
+  return buf;
+}
+
+void Server::count_error(std::uint32_t client_id) {
+  if (auto it = clients_.find(client_id); it != clients_.end()) ++it->second.errors;
+}
+
+void Server::fail_client(std::uint32_t client_id, const Error& error) {
+  auto it = clients_.find(client_id);
+  if (it != clients_.end() && it->second.session) it->second.session->fail(error);
+}
+
+void Server::on_session_closed(std::uint32_t client_id) {
+  auto it = clients_.find(client_id);
+  if (it == clients_.end() || it->second.closed) return;
+  ClientRecord& record = it->second;
+  record.closed = true;
+  // The Session object stays alive while its handlers run; drop our reference after them.
+  asio::post(io_, [this, client_id] {
+    if (auto found = clients_.find(client_id); found != clients_.end()) found->second.session.reset();
+  });
+  if (!record.engine || !record.pidfd) {
+    reclaim(client_id);
+    return;
+  }
+  log_.info("event=client_disconnected client_id={} pid={} waiting_for_exit=1", client_id, record.peer.pid);
+  // A pidfd becomes readable when the process has exited; only then no copy can touch the pool.
+  record.pidfd->async_wait(asio::posix::stream_descriptor::wait_read,
+                           [this, client_id](std::error_code) { reclaim(client_id); });
+}
+
+void Server::reclaim(std::uint32_t client_id) {
+  auto it = clients_.find(client_id);
+  if (it == clients_.end()) return;
+  if (!it->second.engine) {
+    clients_.erase(it);
+    return;
+  }
+  data_plane_.detach(client_id, [this, client_id] {
+    auto found = clients_.find(client_id);
+    if (found == clients_.end()) return;
+    pool_bytes_used_ -= found->second.pool_bytes;
+    log_.info("event=client_reclaimed client_id={} pid={} pool_bytes={}", client_id, found->second.peer.pid,
+              found->second.pool_bytes);
+    clients_.erase(found);
+  });
+}
+
+void Server::stop() {
+  stopping_ = true;
+  if (acceptor_) {
+    std::error_code ignored;
+    acceptor_->close(ignored);
+  }
+  std::vector<std::shared_ptr<Session>> sessions;
+  for (auto& [id, record] : clients_) {
+    if (record.session) sessions.push_back(record.session);
+  }
+  for (auto& session : sessions) session->close();
+}
+
+void Server::build_status(std::function<void(capnp::MallocMessageBuilder&)> reply) {
+  data_plane_.snapshot([this, reply = std::move(reply)](std::vector<ClientSnapshot> dynamic) {
+    capnp::MallocMessageBuilder message;
+    auto status = message.initRoot<wire::DaemonMessage>().initStatusReply();
+    status.setDaemonVersion(version());
+    status.setDaemonEpoch(epoch_);
+    status.setProtocolMajor(protocol::kProtocolMajor);
+    status.setProtocolMinor(protocol::kProtocolMinor);
+    status.setLayoutVersion(shm::kLayoutVersion);
+    status.setLayoutFingerprint(shm::kLayoutFingerprint);
+    status.setUptimeSeconds(static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count()));
+    status.setDdrBytesTotal(config_.pools.ddr_bytes_total);
+    status.setDdrBytesUsed(pool_bytes_used_);
+    std::vector<std::pair<const ClientRecord*, const ClientSnapshot*>> engines;
+    for (const auto& snapshot : dynamic) {
+      auto it = clients_.find(snapshot.client_id);
+      if (it != clients_.end() && it->second.engine && it->second.session) engines.emplace_back(&it->second, &snapshot);
+    }
+    auto list = status.initClients(static_cast<unsigned>(engines.size()));
+    for (unsigned i = 0; i < engines.size(); ++i) {
+      const auto& [record, snap] = engines[i];
+      const Session& session = *record->session;
+      auto out = list[i];
+      out.setClientId(snap->client_id);
+      out.setPid(static_cast<std::uint32_t>(record->peer.pid));
+      out.setUid(record->peer.uid);
+      out.setName(session.name());
+      if (const auto& geometry = session.geometry()) {
+        out.setNumLayers(geometry->num_layers);
+        out.setNumKvHeads(geometry->num_kv_heads);
+        out.setHeadDim(geometry->head_dim);
+        out.setPoolSlots(geometry->slots);
+      }
+      out.setDtype(session.dtype());
+      out.setModelName(session.model_name());
+      out.setPoolSlotsUsed(snap->pool_slots_used);
+      out.setScoreRecords(snap->score_records);
+      out.setScoresDropped(snap->scores_dropped);
+      out.setPlansSent(snap->plans_sent);
+      out.setPlansAcked(snap->plans_acked);
+      out.setErrors(record->errors + snap->errors);
+      auto sequences = out.initSequences(static_cast<unsigned>(snap->sequences.size()));
+      for (unsigned s = 0; s < snap->sequences.size(); ++s) {
+        const SequenceSnapshot& seq = snap->sequences[s];
+        auto o = sequences[s];
+        o.setSequenceId(seq.sequence_id);
+        o.setPromptLength(seq.prompt_length);
+        o.setTokens(seq.tokens);
+        o.setTokensT0(seq.tokens_t0);
+        o.setTokensT1(seq.tokens_t1);
+        o.setTokensT2(seq.tokens_t2);
+        o.setTokensT3(seq.tokens_t3);
+      }
+    }
+    reply(message);
+  });
+}
+
+}  // namespace kvtier::daemon

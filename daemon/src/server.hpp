@@ -1,0 +1,102 @@
+// Server: the control plane. Accepts connections, checks peer credentials, owns the sessions,
+// creates each engine client's segments (control rings, pool) and hands them to the data plane,
+// enforces the configured limits, answers status requests, and reclaims everything a client held
+// once its process is gone (pidfd), never earlier: a dying process may still be copying into
+// its pool.
+//
+// Thread-safety: every member function runs on the control io_context thread. The data plane
+// is reached only through DataPlane's posting API.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <asio/io_context.hpp>
+#include <asio/local/stream_protocol.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <capnp/message.h>
+#include <spdlog/logger.h>
+
+#include "data_plane.hpp"
+#include "kvtier/config/config.hpp"
+#include "kvtier/shm/pool_geometry.hpp"
+#include "kvtier/shm/unique_fd.hpp"
+#include "peer.hpp"
+
+namespace kvtier::daemon {
+
+class Session;
+
+struct EngineAttachment {
+  shm::UniqueFd control_fd;   // for the client: its control segment
+  shm::UniqueFd doorbell_fd;  // for the client: eventfd it writes when the daemon sleeps
+  std::uint64_t control_bytes = 0;
+};
+
+struct PoolGrant {
+  shm::UniqueFd pool_fd;
+  std::uint64_t segment_bytes = 0;
+};
+
+class Server {
+ public:
+  Server(asio::io_context& io, const config::DaemonConfig& config, DataPlane& data_plane, spdlog::logger& log,
+         std::uint64_t epoch);
+  ~Server();
+
+  // Starts accepting on `acceptor`.
+  void start(asio::local::stream_protocol::acceptor acceptor);
+  // Stops accepting and closes every session (orderly drain on SIGTERM).
+  void stop();
+
+  // --- used by sessions -----------------------------------------------------------------
+  const config::DaemonConfig& config() const { return config_; }
+  spdlog::logger& log() { return log_; }
+  std::uint64_t epoch() const { return epoch_; }
+  const char* version() const;
+  DataPlane& data_plane() { return data_plane_; }
+
+  Result<EngineAttachment> attach_engine(Session& session);
+  Result<PoolGrant> register_pool(Session& session, const shm::PoolGeometry& geometry);
+  void build_status(std::function<void(capnp::MallocMessageBuilder&)> reply);
+  void count_error(std::uint32_t client_id);
+  void on_session_closed(std::uint32_t client_id);
+  // Ends a session because its data-plane traffic was bad (posted by the data plane).
+  void fail_client(std::uint32_t client_id, const Error& error);
+
+  std::size_t client_count() const { return clients_.size(); }
+
+ private:
+  struct ClientRecord {
+    std::shared_ptr<Session> session;
+    PeerCredentials peer;
+    std::unique_ptr<asio::posix::stream_descriptor> pidfd;
+    std::uint64_t pool_bytes = 0;
+    std::uint64_t errors = 0;
+    bool engine = false;
+    bool closed = false;
+  };
+
+  void accept_next();
+  void on_accept(asio::local::stream_protocol::socket socket);
+  void reclaim(std::uint32_t client_id);
+  std::string segment_name(std::uint32_t client_id, const char* kind) const;
+
+  asio::io_context& io_;
+  const config::DaemonConfig& config_;
+  DataPlane& data_plane_;
+  spdlog::logger& log_;
+  std::uint64_t epoch_;
+  std::chrono::steady_clock::time_point started_;
+  std::unique_ptr<asio::local::stream_protocol::acceptor> acceptor_;
+  std::map<std::uint32_t, ClientRecord> clients_;
+  std::uint32_t next_client_id_ = 1;
+  std::uint64_t pool_bytes_used_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace kvtier::daemon

@@ -1,0 +1,303 @@
+#include "session.hpp"
+
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+#include <spdlog/spdlog.h>
+
+#include "kvtier/protocol/version.hpp"
+#include "kvtier/shm/layout.hpp"
+#include "server.hpp"
+
+namespace kvtier::daemon {
+namespace {
+
+constexpr std::size_t kReadChunk = 16 * 1024;
+
+}  // namespace
+
+Session::Session(Server& server, asio::local::stream_protocol::socket socket, PeerCredentials peer,
+                 std::uint32_t client_id)
+    : server_(server),
+      socket_(std::move(socket)),
+      peer_(peer),
+      client_id_(client_id),
+      decoder_(server.config().limits.max_frame_bytes),
+      read_buffer_(kReadChunk) {}
+
+void Session::start() { read_some(); }
+
+void Session::read_some() {
+  socket_.async_read_some(asio::buffer(read_buffer_), [self = shared_from_this()](std::error_code ec, std::size_t n) {
+    if (self->state_ == State::kClosed) return;
+    if (ec) {  // EOF or reset: the client is gone or going
+      self->close();
+      return;
+    }
+    if (auto fed = self->decoder_.feed(std::span(self->read_buffer_.data(), n)); !fed) {
+      self->fail(fed.error());
+      return;
+    }
+    while (self->state_ != State::kClosed) {
+      auto frame = self->decoder_.next_frame();
+      if (!frame) break;
+      self->on_frame(std::move(*frame));
+    }
+    if (self->state_ != State::kClosed && !self->close_after_writes_) self->read_some();
+  });
+}
+
+void Session::on_frame(protocol::FrameWords frame) {
+  auto message = protocol::read_message(std::move(frame));
+  if (!message) {
+    fail(message.error());
+    return;
+  }
+  auto handled = protocol::capture_protocol_errors(
+      [&]() -> Status { return dispatch(message->root<wire::ClientMessage>()); });
+  if (!handled) {
+    if (handled.error().code == Errc::kNotFound) {
+      send_error(handled.error());  // a stale id is the peer's mistake, not a broken session
+    } else {
+      fail(handled.error());
+    }
+  }
+}
+
+Status Session::dispatch(wire::ClientMessage::Reader message) {
+  const auto which = message.which();
+  if (state_ == State::kAwaitHello) {
+    if (which != wire::ClientMessage::HELLO) return make_error(Errc::kProtocol, "first message must be Hello");
+    return on_hello(message.getHello());
+  }
+  switch (which) {
+    case wire::ClientMessage::HELLO: return make_error(Errc::kProtocol, "Hello sent twice");
+    case wire::ClientMessage::REGISTER_MODEL: return on_register(message.getRegisterModel());
+    case wire::ClientMessage::OPEN_SEQUENCE: return on_open(message.getOpenSequence());
+    case wire::ClientMessage::CLOSE_SEQUENCE: return on_close(message.getCloseSequence());
+    case wire::ClientMessage::STATUS_REQUEST: return on_status();
+  }
+  return make_error(Errc::kProtocol, "unknown message type " + std::to_string(static_cast<int>(which)));
+}
+
+Status Session::on_hello(wire::Hello::Reader hello) {
+  const bool protocol_ok =
+      protocol::is_compatible(protocol::ProtocolVersion{hello.getProtocolMajor(), hello.getProtocolMinor()});
+  const bool layout_ok = hello.getLayoutVersion() == shm::kLayoutVersion &&
+                         hello.getLayoutFingerprint() == shm::kLayoutFingerprint;
+  name_ = hello.getClientName().size() > 0 ? std::string(hello.getClientName().cStr()).substr(0, 63)
+                                           : "pid-" + std::to_string(peer_.pid);
+  role_ = hello.getRole();
+  if (!protocol_ok || !layout_ok) {
+    capnp::MallocMessageBuilder reply;
+    auto mismatch = reply.initRoot<wire::DaemonMessage>().initVersionMismatch();
+    mismatch.setDaemonProtocolMajor(protocol::kProtocolMajor);
+    mismatch.setDaemonProtocolMinor(protocol::kProtocolMinor);
+    mismatch.setDaemonLayoutVersion(shm::kLayoutVersion);
+    mismatch.setDaemonLayoutFingerprint(shm::kLayoutFingerprint);
+    mismatch.setClientProtocolMajor(hello.getProtocolMajor());
+    mismatch.setClientProtocolMinor(hello.getProtocolMinor());
+    mismatch.setClientLayoutVersion(hello.getLayoutVersion());
+    mismatch.setClientLayoutFingerprint(hello.getLayoutFingerprint());
+    const std::string text = "daemon speaks protocol " + std::to_string(protocol::kProtocolMajor) + "." +
+                             std::to_string(protocol::kProtocolMinor) + " layout " +
+                             std::to_string(shm::kLayoutVersion) + ", client speaks protocol " +
+                             std::to_string(hello.getProtocolMajor()) + "." +
+                             std::to_string(hello.getProtocolMinor()) + " layout " +
+                             std::to_string(hello.getLayoutVersion());
+    mismatch.setMessage(text);
+    server_.log().warn("event=version_mismatch client_id={} pid={} {}", client_id_, peer_.pid, text);
+    send(reply);
+    shutdown_after_writes();
+    return {};
+  }
+  std::vector<shm::UniqueFd> fds;
+  std::uint64_t control_bytes = 0;
+  if (role_ == wire::SessionRole::ENGINE) {
+    auto attached = server_.attach_engine(*this);
+    if (!attached) return tl::unexpected(attached.error());
+    control_bytes = attached->control_bytes;
+    fds.push_back(std::move(attached->control_fd));
+    fds.push_back(std::move(attached->doorbell_fd));
+  }
+  state_ = State::kReady;
+  capnp::MallocMessageBuilder reply;
+  auto welcome = reply.initRoot<wire::DaemonMessage>().initWelcome();
+  welcome.setProtocolMajor(protocol::kProtocolMajor);
+  welcome.setProtocolMinor(protocol::kProtocolMinor);
+  welcome.setLayoutVersion(shm::kLayoutVersion);
+  welcome.setLayoutFingerprint(shm::kLayoutFingerprint);
+  welcome.setDaemonEpoch(server_.epoch());
+  welcome.setClientId(client_id_);
+  welcome.setDaemonVersion(server_.version());
+  welcome.setControlSegmentBytes(control_bytes);
+  server_.log().info("event=hello client_id={} pid={} uid={} name={} role={}", client_id_, peer_.pid, peer_.uid, name_,
+                     is_engine() ? "engine" : "admin");
+  send(reply, std::move(fds));
+  return {};
+}
+
+Status Session::on_register(wire::RegisterModel::Reader request) {
+  if (!is_engine()) return make_error(Errc::kPermissionDenied, "RegisterModel needs the engine role");
+  if (geometry_) return make_error(Errc::kBadState, "model already registered");
+  const std::uint32_t dtype_bytes = request.getDtype() == wire::KvDtype::F32 ? 4u : 2u;
+  auto geometry = shm::make_pool_geometry(request.getNumLayers(), request.getNumKvHeads(), request.getHeadDim(),
+                                          dtype_bytes, request.getPoolTokens());
+  if (!geometry) return make_error(Errc::kInvalidArgument, "bad KV geometry: " + geometry.error().message);
+  auto granted = server_.register_pool(*this, *geometry);
+  if (!granted) return tl::unexpected(granted.error());
+  geometry_ = *geometry;
+  dtype_ = request.getDtype();
+  model_name_ = std::string(request.getModelName().cStr()).substr(0, 63);
+  capnp::MallocMessageBuilder reply;
+  auto registered = reply.initRoot<wire::DaemonMessage>().initModelRegistered();
+  registered.setPoolSegmentBytes(granted->segment_bytes);
+  registered.setPoolSlots(geometry->slots);
+  registered.setRowBytes(static_cast<std::uint32_t>(geometry->row_bytes()));
+  std::vector<shm::UniqueFd> fds;
+  fds.push_back(std::move(granted->pool_fd));
+  send(reply, std::move(fds));
+  return {};
+}
+
+Status Session::on_open(wire::OpenSequence::Reader request) {
+  if (!geometry_) return make_error(Errc::kBadState, "OpenSequence before RegisterModel");
+  const auto& limits = server_.config().limits;
+  if (sequences_.size() >= limits.max_sequences_per_client) {
+    return make_error(Errc::kLimitExceeded, "client has " + std::to_string(sequences_.size()) +
+                                                " sequences open, limit limits.max_sequences_per_client=" +
+                                                std::to_string(limits.max_sequences_per_client));
+  }
+  const std::uint32_t prompt = request.getPromptLength();
+  if (prompt >= limits.max_tokens_per_sequence) {
+    return make_error(Errc::kInvalidArgument, "prompt length " + std::to_string(prompt) +
+                                                  " exceeds limits.max_tokens_per_sequence=" +
+                                                  std::to_string(limits.max_tokens_per_sequence));
+  }
+  const std::uint32_t id = next_sequence_++;
+  sequences_.insert(id);
+  server_.data_plane().open_sequence(client_id_, id, prompt, [self = shared_from_this(), id] {
+    if (self->state_ == State::kClosed) return;
+    capnp::MallocMessageBuilder reply;
+    reply.initRoot<wire::DaemonMessage>().initSequenceOpened().setSequenceId(id);
+    self->send(reply);
+  });
+  return {};
+}
+
+Status Session::on_close(wire::CloseSequence::Reader request) {
+  const std::uint32_t id = request.getSequenceId();
+  if (sequences_.erase(id) == 0) return make_error(Errc::kNotFound, "no open sequence " + std::to_string(id));
+  server_.data_plane().close_sequence(client_id_, id, [self = shared_from_this(), id] {
+    if (self->state_ == State::kClosed) return;
+    capnp::MallocMessageBuilder reply;
+    reply.initRoot<wire::DaemonMessage>().initSequenceClosed().setSequenceId(id);
+    self->send(reply);
+  });
+  return {};
+}
+
+Status Session::on_status() {
+  if (role_ != wire::SessionRole::ADMIN) return make_error(Errc::kPermissionDenied, "StatusRequest needs the admin role");
+  // Anyone may say hello as an observer (kvtierctl version); status needs admin credentials.
+  if (!peer_is_admin(peer_, server_.config().daemon.admin_group)) {
+    return make_error(Errc::kPermissionDenied, "uid " + std::to_string(peer_.uid) + " is neither root nor in admin group '" +
+                                                   server_.config().daemon.admin_group + "'");
+  }
+  server_.build_status([self = shared_from_this()](capnp::MallocMessageBuilder& reply) {
+    if (self->state_ != State::kClosed) self->send(reply);
+  });
+  return {};
+}
+
+void Session::send(capnp::MessageBuilder& message, std::vector<shm::UniqueFd> fds) {
+  auto frame = protocol::encode_frame(message);
+  if (!frame) {
+    server_.log().error("event=encode_failed client_id={} {}", client_id_, to_string(frame.error()));
+    close();
+    return;
+  }
+  outgoing_.push_back(Outgoing{std::move(*frame), std::move(fds)});
+  if (!writing_) write_next();
+}
+
+void Session::send_error(const Error& error) {
+  capnp::MallocMessageBuilder reply;
+  auto err = reply.initRoot<wire::DaemonMessage>().initError();
+  err.setCode(static_cast<std::uint32_t>(error.code));
+  err.setMessage(error.message);
+  send(reply);
+}
+
+void Session::write_next() {
+  if (outgoing_.empty() || state_ == State::kClosed) {
+    writing_ = false;
+    if (close_after_writes_) close();
+    return;
+  }
+  writing_ = true;
+  Outgoing& out = outgoing_.front();
+  if (!out.fds.empty()) {
+    // The fds ride on the first byte; a Unix stream socket delivers them with it.
+    socket_.async_wait(asio::socket_base::wait_write, [self = shared_from_this()](std::error_code ec) {
+      if (ec || self->state_ == State::kClosed) return self->close();
+      Outgoing& front = self->outgoing_.front();
+      std::vector<int> raw;
+      for (auto& fd : front.fds) raw.push_back(fd.get());
+      std::vector<char> control(CMSG_SPACE(sizeof(int) * raw.size()));
+      char first = static_cast<char>(front.bytes[0]);
+      iovec iov{&first, 1};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control.data();
+      msg.msg_controllen = control.size();
+      cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+      cmsg->cmsg_level = SOL_SOCKET;
+      cmsg->cmsg_type = SCM_RIGHTS;
+      cmsg->cmsg_len = CMSG_LEN(sizeof(int) * raw.size());
+      std::memcpy(CMSG_DATA(cmsg), raw.data(), sizeof(int) * raw.size());
+      const ssize_t sent = ::sendmsg(self->socket_.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return self->write_next();
+      if (sent != 1) return self->close();
+      front.fds.clear();
+      front.bytes.erase(front.bytes.begin());
+      self->write_next();
+    });
+    return;
+  }
+  asio::async_write(socket_, asio::buffer(out.bytes), [self = shared_from_this()](std::error_code ec, std::size_t) {
+    if (ec) return self->close();
+    self->outgoing_.pop_front();
+    self->write_next();
+  });
+}
+
+void Session::shutdown_after_writes() {
+  close_after_writes_ = true;
+  if (!writing_) close();
+}
+
+void Session::fail(const Error& error) {
+  if (state_ == State::kClosed) return;
+  server_.log().warn("event=session_error client_id={} pid={} code={} message=\"{}\"", client_id_, peer_.pid,
+                     errc_name(error.code), error.message);
+  server_.count_error(client_id_);
+  send_error(error);
+  shutdown_after_writes();
+}
+
+void Session::close() {
+  if (state_ == State::kClosed) return;
+  state_ = State::kClosed;
+  std::error_code ignored;
+  socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+  socket_.close(ignored);
+  outgoing_.clear();
+  server_.on_session_closed(client_id_);
+}
+
+}  // namespace kvtier::daemon

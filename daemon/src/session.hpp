@@ -1,0 +1,92 @@
+// Session: one client connection on the control plane. Reads frames, runs the handshake and
+// the control requests (register, open/close sequence, status), and sends replies, passing
+// segment fds with SCM_RIGHTS. Bulk per-step data never passes here (see data_plane.hpp).
+//
+// Every byte the peer sends is untrusted: a malformed frame or a request out of order ends this
+// session with an ErrorReply; nothing else is affected. Thread-safety: lives on the control
+// io_context thread; owned by the Server through a shared_ptr kept alive by pending handlers.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <asio/local/stream_protocol.hpp>
+#include <capnp/message.h>
+
+#include "kvtier/protocol/control.capnp.h"
+#include "kvtier/protocol/framing.hpp"
+#include "kvtier/shm/pool_geometry.hpp"
+#include "kvtier/shm/unique_fd.hpp"
+#include "peer.hpp"
+
+namespace kvtier::daemon {
+
+class Server;
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Server& server, asio::local::stream_protocol::socket socket, PeerCredentials peer, std::uint32_t client_id);
+
+  void start();
+  // Sends an ErrorReply (when the socket still works) and closes; the Server reclaims the
+  // client's resources once its process is gone.
+  void fail(const Error& error);
+  // Closes without a reply (daemon shutdown).
+  void close();
+
+  std::uint32_t client_id() const { return client_id_; }
+  const PeerCredentials& peer() const { return peer_; }
+  const std::string& name() const { return name_; }
+  bool is_engine() const { return role_ == wire::SessionRole::ENGINE; }
+  const std::optional<shm::PoolGeometry>& geometry() const { return geometry_; }
+  const std::string& model_name() const { return model_name_; }
+  wire::KvDtype dtype() const { return dtype_; }
+
+ private:
+  enum class State { kAwaitHello, kReady, kClosed };
+
+  void read_some();
+  void on_frame(protocol::FrameWords frame);
+  Status dispatch(wire::ClientMessage::Reader message);
+  Status on_hello(wire::Hello::Reader hello);
+  Status on_register(wire::RegisterModel::Reader request);
+  Status on_open(wire::OpenSequence::Reader request);
+  Status on_close(wire::CloseSequence::Reader request);
+  Status on_status();
+
+  // Queues a frame; `fds` travel with its first byte (SCM_RIGHTS) and are closed once sent.
+  void send(capnp::MessageBuilder& message, std::vector<shm::UniqueFd> fds = {});
+  void send_error(const Error& error);
+  void write_next();
+  void shutdown_after_writes();
+
+  struct Outgoing {
+    std::vector<std::byte> bytes;
+    std::vector<shm::UniqueFd> fds;
+  };
+
+  Server& server_;
+  asio::local::stream_protocol::socket socket_;
+  PeerCredentials peer_;
+  std::uint32_t client_id_;
+  State state_ = State::kAwaitHello;
+  wire::SessionRole role_ = wire::SessionRole::ENGINE;
+  std::string name_;
+  std::optional<shm::PoolGeometry> geometry_;
+  std::string model_name_;
+  wire::KvDtype dtype_ = wire::KvDtype::F16;
+  std::set<std::uint32_t> sequences_;
+  std::uint32_t next_sequence_ = 1;
+  protocol::FrameDecoder decoder_;
+  std::vector<std::byte> read_buffer_;
+  std::deque<Outgoing> outgoing_;
+  bool writing_ = false;
+  bool close_after_writes_ = false;
+};
+
+}  // namespace kvtier::daemon

@@ -1,0 +1,143 @@
+// Per-sequence tier state: cumulative importance scores, each token's committed tier, and the
+// paper's tier decision (research/seed-algorithms.md §3, §9; DESIGN.md §5) with two-phase commit.
+//
+// Lifecycle, as the daemon drives it:
+//   add_scores(...)* end_step()   once per decode step (prefill column sums: add_scores only)
+//   if (due()) { d = decide(); send d.moves; on ack commit(accepted); on failure rollback(); }
+// decide() changes nothing visible: it leaves a pending decision whose moves are applied to the
+// committed assignment only by commit(), so a plan the client never acknowledged leaves the
+// sequence exactly as it was. Scores keep accumulating while a decision is pending.
+//
+// Protected set (always T0): the prompt [0, P), the first sink_tokens generated positions
+// [P, P+k_s) and the newest window_tokens positions. The rest of the positions form the managed
+// range; its live tokens are U. A token never re-enters the protected set, so decide() only
+// touches the managed range.
+//
+// decide() (per TierParams::mode; see tier_params.hpp for the budget formulas):
+//   ranks U ascending by (score, position): equal scores rank older (lower) positions lower, so
+//   they are evicted/demoted first. The lowest n_evict go to T3, the top n_hbm of the survivors
+//   to T0, the rest to T1. Cut points come from CutSelector (radix select, no sort): three
+//   streaming passes over the managed range (histogram, boundary gather, classify + emit).
+// Hysteresis h > 0 (kCumulative, kPaperAlgorithm only): let c_hi be the score of the lowest
+//   survivor the plain split keeps in T0 and c_lo that of the highest it puts in T1
+//   (c_lo <= c_hi). A token now in T0 is demoted only if its score < c_hi·(1−h); a token now in
+//   T1/T2 is promoted only if its score > c_lo·(1+h). (Each side's margin is taken from the
+//   other side's boundary token, so a boundary token is never stuck behind its own score.)
+//   Tokens leaving the window arrive as T0 and follow the T0 rule. Eviction is unaffected. The unprotected T0 count may then differ from n_hbm by at most the number of
+//   survivors whose score lies in [c_hi·(1−h), c_lo·(1+h)]; Decision::hysteresis_held counts the
+//   tokens actually held. No margin applies when the plain split puts every survivor in one tier.
+// Decay d < 1: end_step() multiplies every score by d, so after step t a score is
+//   Σ_j d^(t−j+1)·x_j: the same as s ← d·s + x at each step's add, times one common factor d
+//   that no ranking or relative hysteresis test can see.
+//
+// Memory: 5 bytes per token (float score + 1-byte tier; kMetadataBytesPerToken). Between
+// decide() and commit()/rollback() only, a move buffer of 8 bytes per candidate is reserved, of
+// which only the pages holding actual moves are ever touched.
+// Thread-safety: none; the daemon owns each sequence on one thread.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kvtier/protocol/error.hpp"
+#include "kvtier/tier/tier.hpp"
+#include "kvtier/tier/tier_move.hpp"
+#include "kvtier/tier/tier_params.hpp"
+
+namespace kvtier::tier {
+
+// What decide() proposes; valid until commit() or rollback().
+struct Decision {
+  std::span<const TierMove> moves;    // tier changes only, in position order; empty if none
+  std::uint32_t candidates = 0;       // tokens ranked (|U|; unprotected T0 in kPaperPrototype)
+  std::uint32_t evict_count = 0;      // moves to T3
+  std::uint32_t hbm_budget = 0;       // n_hbm (n_keep in kPaperPrototype) before hysteresis
+  std::uint32_t hysteresis_held = 0;  // tokens the margin kept in their old tier
+  bool skipped = false;               // kPaperPrototype round with < 10 candidates
+};
+
+class SequenceTiers {
+ public:
+  static constexpr std::size_t kMetadataBytesPerToken = sizeof(float) + sizeof(Tier);
+  static constexpr std::uint32_t kPrototypeMinCandidates = 10;
+
+  // The prompt's P tokens exist from the start (T0, score 0). kInvalidArgument if params fail
+  // validate(), max_tokens is 0, or prompt_length > max_tokens. max_tokens bounds memory: no
+  // position at or beyond it is ever accepted.
+  static Result<SequenceTiers> create(std::uint32_t prompt_length, const TierParams& params,
+                                      std::uint32_t max_tokens);
+
+  // Adds this step's score values[i] to position first_position + i (scores of T3 tokens are
+  // ignored). Positions beyond length() extend the sequence; new tokens start in T0 with score
+  // 0. kInvalidArgument, naming the position and value, for NaN, infinite or negative values and
+  // positions >= max_tokens; nothing is applied then.
+  Status add_scores(std::uint32_t first_position, std::span<const float> values);
+
+  // One decode step finished: step() += 1, then the decay factor is applied (if < 1).
+  void end_step();
+
+  // True when step() > 0 and step() % interval == 0 (the paper's (t+1) mod Δ = 0).
+  bool due() const noexcept { return step_ > 0 && step_ % params_.interval == 0; }
+
+  // Computes the new assignment from the committed one and leaves it pending.
+  // Precondition (aborts): no decision pending.
+  const Decision& decide();
+  bool has_pending() const noexcept { return pending_.has_value(); }
+  // Applies every pending move. Precondition (aborts): has_pending().
+  void commit();
+  // Applies only `accepted`, which must be a subsequence of the pending moves (e.g. with moves
+  // into T1 that got no pool slot removed; those tokens keep their old tier).
+  // Precondition (aborts): has_pending() and the subsequence property.
+  void commit(std::span<const TierMove> accepted);
+  // Discards the pending decision. Precondition (aborts): has_pending().
+  void rollback();
+
+  // Preconditions (abort): position < length().
+  Tier tier_of(std::uint32_t position) const;
+  float score_of(std::uint32_t position) const;  // 0 for T3 tokens
+  bool is_protected(std::uint32_t position) const noexcept;
+
+  std::uint32_t count(Tier tier) const noexcept { return counts_[tier_index(tier)]; }
+  std::uint32_t length() const noexcept { return static_cast<std::uint32_t>(tiers_.size()); }
+  std::uint32_t prompt_length() const noexcept { return prompt_length_; }
+  std::uint32_t max_tokens() const noexcept { return max_tokens_; }
+  std::uint64_t step() const noexcept { return step_; }
+  std::uint32_t destroyed() const noexcept { return destroyed_; }
+  // Size of the managed range: live unprotected tokens + destroyed tokens.
+  std::uint32_t managed() const noexcept;
+  // destroyed() / managed(); 0 when nothing is managed.
+  double destroyed_fraction() const noexcept;
+  const TierParams& params() const noexcept { return params_; }
+  // Heap bytes held for per-token state (capacity, not length).
+  std::size_t metadata_bytes() const noexcept;
+
+ private:
+  struct Pending {
+    std::unique_ptr<TierMove[]> moves;
+    Decision decision;
+  };
+
+  SequenceTiers(std::uint32_t prompt_length, const TierParams& params, std::uint32_t max_tokens);
+  void extend_to(std::uint32_t new_length);
+  void apply(const TierMove& move);
+  // [first, last) of the managed range for the current length.
+  std::uint32_t managed_first() const noexcept;
+  std::uint32_t managed_last() const noexcept;
+
+  TierParams params_;
+  std::uint32_t prompt_length_;
+  std::uint32_t max_tokens_;
+  std::vector<float> scores_;
+  std::vector<Tier> tiers_;
+  std::array<std::uint32_t, kTierCount> counts_{};
+  std::uint64_t step_ = 0;
+  std::uint32_t destroyed_ = 0;
+  std::optional<Pending> pending_;
+};
+
+}  // namespace kvtier::tier

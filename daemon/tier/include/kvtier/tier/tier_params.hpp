@@ -1,0 +1,72 @@
+// Tier-engine parameters of one sequence (or a node-wide default), their validation and the
+// names of the eviction-knob semantics.
+//
+// Eviction-knob semantics (research/seed-algorithms.md §3.4, §9; DESIGN.md §4.4). U is the set
+// of unprotected live tokens at a decision; r = evict_ratio, β = hbm_ratio:
+//
+//   kCumulative (default)  r is the fraction of the managed chain destroyed so far and is never
+//                          exceeded: managed = |U| + destroyed, allowed = ⌊r·managed⌋,
+//                          n_evict = max(0, allowed − destroyed); then of the remaining m
+//                          tokens the top ⌊β·m⌋ are T0 and the rest T1.
+//   kPaperAlgorithm        Algorithm 1 as written: n_evict = ⌊r·|U|⌋ every round (compounds:
+//                          r = 3% destroys ~31% of a 2,047-token chain), n_hbm = ⌊β·(|U| − n_evict)⌋.
+//   kPaperPrototype        the authors' offloader: candidates are the unprotected T0 tokens only
+//                          (n of them); n_evict = ⌊r·n⌋, n_keep = ⌊β·n⌋ (sic: n, not n − n_evict;
+//                          clamped to n − n_evict), the middle goes to T1. T1 tokens are immune:
+//                          never re-ranked, promoted or evicted. A round with fewer than 10
+//                          candidates is skipped, as in the prototype.
+//
+// Absolute budgets replace the ratio products where non-zero: hbm_tokens replaces β·m (β·n in
+// the prototype); evict_tokens is the total cap of destroyed tokens in kCumulative and the
+// per-round count in the two paper modes. Every ⌊x⌋ is taken with a 1e-9 tolerance so that
+// 0.29·100 gives 29, not 28.
+//
+// Thread-safety: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "kvtier/protocol/error.hpp"
+
+namespace kvtier::tier {
+
+enum class EvictionMode : std::uint8_t {
+  kCumulative = 0,       // r = fraction of the managed chain destroyed so far, never exceeded
+  kPaperAlgorithm = 1,   // r applied per round to all unprotected tokens (compounds)
+  kPaperPrototype = 2,   // r and β on GPU-resident unprotected tokens only; T1 immune
+};
+
+struct TierParams {
+  std::uint32_t sink_tokens = 4;     // k_s: first generated positions [P, P+k_s), always T0
+  std::uint32_t window_tokens = 128; // k_w: newest positions, always T0
+  std::uint32_t interval = 64;       // Δ: decode steps between decisions (due())
+  double hbm_ratio = 0.5;            // β: share of the surviving unprotected tokens kept in T0
+  double evict_ratio = 0.0;          // r: see the mode semantics above
+  // Relative margin before a token flips T0<->T1 (kCumulative, kPaperAlgorithm; no effect in
+  // kPaperPrototype). See SequenceTiers::decide() for the rule and the budget deviation it allows.
+  double hysteresis = 0.0;
+  // 1 = no decay. Below 1, end_step() multiplies every score by decay, so a score is the EMA-like
+  // sum s = Σ_j decay^(t−j+1)·x_j over the steps j ≤ t seen so far.
+  double decay = 1.0;
+  std::uint32_t hbm_tokens = 0;      // absolute T0 budget for unprotected tokens; 0 = hbm_ratio
+  std::uint32_t evict_tokens = 0;    // absolute destroyed-token budget; 0 = evict_ratio
+  EvictionMode mode = EvictionMode::kCumulative;
+};
+
+// kInvalidArgument naming the first offending field and its value, e.g.
+// "tier params: hbm_ratio must be in [0, 1], got 1.5". Checks: hbm_ratio and evict_ratio in
+// [0, 1], hysteresis in [0, 1), decay in (0, 1], interval >= 1, mode a known enumerator.
+Status validate(const TierParams& params);
+
+// "cumulative", "paper-algorithm", "paper-prototype"; "unknown" outside the enum.
+std::string_view eviction_mode_name(EvictionMode mode) noexcept;
+
+// Inverse of eviction_mode_name (exact, case-sensitive); kInvalidArgument listing the valid
+// names otherwise.
+Result<EvictionMode> parse_eviction_mode(std::string_view name);
+
+// ⌊ratio·count⌋ with the 1e-9 tolerance described above, clamped to [0, count].
+std::uint32_t floor_share(double ratio, std::uint32_t count) noexcept;
+
+}  // namespace kvtier::tier

@@ -1,0 +1,71 @@
+// Benchmark helpers (see bench_support.hpp).
+#include "kvtier/tier/bench_support.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+namespace kvtier::tier {
+namespace {
+
+double median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  return xs[xs.size() / 2];
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+std::vector<float> bench_scores(std::uint32_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::lognormal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> scores(n);
+  for (float& s : scores) s = dist(rng);
+  return scores;
+}
+
+Result<SequenceTiers> bench_sequence(std::span<const float> scores, const TierParams& params) {
+  const auto n = static_cast<std::uint32_t>(scores.size());
+  auto seq = SequenceTiers::create(0, params, std::max<std::uint32_t>(n, 1));
+  if (!seq) return seq;
+  if (auto status = seq->add_scores(0, scores); !status) return tl::unexpected(status.error());
+  return seq;
+}
+
+Result<DecisionTiming> time_decision(std::uint32_t n, const TierParams& params, std::uint64_t seed,
+                                     int repeats) {
+  const std::vector<float> scores = bench_scores(n, seed);
+  auto seq = bench_sequence(scores, params);
+  if (!seq) return tl::unexpected(seq.error());
+  repeats = std::max(repeats, 1);
+
+  DecisionTiming timing;
+  std::vector<double> decide_times;
+  std::uint32_t hbm_budget = 0;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    const Decision& d = seq->decide();
+    timing.moves = d.moves.size();
+    hbm_budget = d.hbm_budget;
+    seq->rollback();
+    decide_times.push_back(seconds_since(start));
+  }
+
+  std::vector<double> nth_times;
+  std::vector<float> copy;
+  const std::size_t k = n - std::min<std::size_t>(n, hbm_budget);
+  for (int r = 0; r < repeats; ++r) {
+    copy.assign(scores.begin(), scores.end());
+    const auto start = std::chrono::steady_clock::now();
+    std::nth_element(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(k, n ? n - 1 : 0)), copy.end());
+    nth_times.push_back(seconds_since(start));
+  }
+  timing.decide_seconds = median(decide_times);
+  timing.nth_element_seconds = median(nth_times);
+  return timing;
+}
+
+}  // namespace kvtier::tier

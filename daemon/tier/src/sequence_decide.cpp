@@ -1,0 +1,166 @@
+// SequenceTiers::decide(): budgets per eviction mode, cut points by radix select, then one
+// classify-and-emit pass over the managed range (see sequence_tiers.hpp for the contract).
+#include <algorithm>
+#include <bit>
+
+#include "contract.hpp"
+#include "kvtier/tier/cut_selector.hpp"
+#include "kvtier/tier/sequence_tiers.hpp"
+
+namespace kvtier::tier {
+namespace {
+
+constexpr std::uint8_t bit(Tier tier) { return static_cast<std::uint8_t>(1u << tier_index(tier)); }
+
+struct Budget {
+  std::uint32_t evict = 0;  // lowest-ranked candidates → T3
+  std::uint32_t hbm = 0;    // highest-ranked survivors → T0
+};
+
+// hbm_tokens replaces the β·x product when set.
+std::uint32_t hbm_share(const TierParams& p, std::uint32_t base) {
+  return p.hbm_tokens != 0 ? std::min(p.hbm_tokens, base) : floor_share(p.hbm_ratio, base);
+}
+
+Budget budget_for(const TierParams& p, std::uint32_t n, std::uint32_t managed,
+                  std::uint32_t destroyed) {
+  Budget b;
+  switch (p.mode) {
+    case EvictionMode::kCumulative: {
+      // Non-compounding: the total destroyed never exceeds r of the managed chain.
+      const std::uint32_t allowed =
+          p.evict_tokens != 0 ? p.evict_tokens : floor_share(p.evict_ratio, managed);
+      b.evict = allowed > destroyed ? std::min(allowed - destroyed, n) : 0;
+      b.hbm = hbm_share(p, n - b.evict);
+      break;
+    }
+    case EvictionMode::kPaperAlgorithm:
+      b.evict = p.evict_tokens != 0 ? std::min(p.evict_tokens, n) : floor_share(p.evict_ratio, n);
+      b.hbm = hbm_share(p, n - b.evict);
+      break;
+    case EvictionMode::kPaperPrototype:
+      b.evict = p.evict_tokens != 0 ? std::min(p.evict_tokens, n) : floor_share(p.evict_ratio, n);
+      // The authors' n_keep = ⌊β·n⌋ uses n, not n − n_evict; it cannot exceed the survivors.
+      b.hbm = std::min(hbm_share(p, n), n - b.evict);
+      break;
+  }
+  return b;
+}
+
+struct ClassifyInput {
+  const float* scores;  // the managed range
+  const Tier* tiers;
+  std::uint32_t size;
+  std::uint32_t first;  // absolute position of scores[0]
+  std::uint8_t mask;    // candidate tiers
+  CutPoint evict_cut;   // below: T3
+  CutPoint t0_cut;      // below (and not evicted): T1 in the plain split
+  double lower;         // hysteresis: a T0 token below this is demoted
+  double upper;         // hysteresis: a T1/T2 token above this is promoted
+};
+
+struct ClassifyCounts {
+  std::uint32_t moves = 0;
+  std::uint32_t evicted = 0;
+  std::uint32_t held = 0;
+};
+
+// The classify-and-emit pass. Branch-free in the common case (cut points fall at random places
+// in score order, so branches would mispredict): every element is written at out[moves] and kept
+// only if its tier changed. kAllCandidates: every element of the range is a candidate (no mask
+// test). kHysteresis: apply the margin rule (see sequence_tiers.hpp).
+template <bool kAllCandidates, bool kHysteresis>
+ClassifyCounts classify(const ClassifyInput& in, TierMove* out) {
+  ClassifyCounts counts;
+  for (std::uint32_t i = 0; i < in.size; ++i) {
+    const Tier old_tier = in.tiers[i];
+    const auto old_code = static_cast<std::uint32_t>(old_tier);
+    const std::uint32_t candidate = kAllCandidates ? 1u : (in.mask >> old_code) & 1u;
+    const float score = in.scores[i];
+    const std::uint32_t key = score_key(score);
+    const std::uint32_t evict = in.evict_cut.below(key, i) ? candidate : 0u;
+    const std::uint32_t demote = in.t0_cut.below(key, i) ? candidate : 0u;
+    // Below the evict cut implies below the T0 cut (rank_evict <= rank_t0): 0 = T0, 1 = T1, 3 = T3.
+    std::uint32_t new_code = 2 * evict + demote;
+    if constexpr (kHysteresis) {
+      if (candidate != 0 && evict == 0) {
+        const std::uint32_t plain = new_code;
+        const auto s = static_cast<double>(score);
+        new_code = old_tier == Tier::kT0 ? (s < in.lower ? 1u : 0u) : (s > in.upper ? 0u : 1u);
+        counts.held += new_code != plain ? 1u : 0u;
+      }
+    }
+    if constexpr (!kAllCandidates) new_code = candidate != 0 ? new_code : old_code;
+    counts.evicted += evict;
+    out[counts.moves] = TierMove{in.first + i, old_tier, static_cast<Tier>(new_code)};
+    counts.moves += new_code != old_code ? 1u : 0u;
+  }
+  return counts;
+}
+
+}  // namespace
+
+const Decision& SequenceTiers::decide() {
+  detail::require(!pending_.has_value(), "decide() while a decision is pending");
+  const std::uint32_t first = managed_first();
+  const std::uint32_t size = managed_last() - first;
+  const float* scores = scores_.data() + first;
+  const Tier* tiers = tiers_.data() + first;
+  const bool prototype = params_.mode == EvictionMode::kPaperPrototype;
+  // The prototype never looks at T1 again; the other modes rank every live token.
+  const std::uint8_t mask = prototype ? bit(Tier::kT0)
+                                      : static_cast<std::uint8_t>(bit(Tier::kT0) | bit(Tier::kT1) |
+                                                                  bit(Tier::kT2));
+
+  CutSelector selector;
+  const std::uint32_t n =
+      selector.count({scores, size}, {reinterpret_cast<const std::uint8_t*>(tiers), size}, mask);
+  Pending& pending = pending_.emplace();
+  Decision& d = pending.decision;
+  d.candidates = n;
+  if (prototype && n < kPrototypeMinCandidates) {
+    d.skipped = true;
+    return d;
+  }
+  const Budget budget = budget_for(params_, n, managed(), destroyed_);
+  d.hbm_budget = budget.hbm;
+
+  // Below cut[0]: T3. Below cut[1] (and not below cut[0]): T1 in the plain split. cut[2] is
+  // the highest plain-T1 survivor, needed only for hysteresis.
+  const std::uint32_t survivors = n - budget.evict;
+  const bool hysteresis = !prototype && params_.hysteresis > 0.0 && budget.hbm > 0 &&
+                          budget.hbm < survivors;
+  const std::uint32_t t0_rank = n - budget.hbm;
+  const std::uint32_t ranks[3] = {budget.evict, t0_rank, hysteresis ? t0_rank - 1 : t0_rank};
+  CutPoint cut[3];
+  selector.cuts(ranks, cut);
+
+  double lower = 0.0;
+  double upper = 0.0;
+  if (hysteresis) {
+    // Both are real elements here (0 < survivors - hbm < survivors): the lowest survivor the
+    // plain split keeps in T0 and the highest it puts in T1.
+    const auto lowest_t0 = static_cast<double>(std::bit_cast<float>(cut[1].key));
+    const auto highest_t1 = static_cast<double>(std::bit_cast<float>(cut[2].key));
+    lower = lowest_t0 * (1.0 - params_.hysteresis);
+    upper = highest_t1 * (1.0 + params_.hysteresis);
+  }
+
+  // At most one move per candidate; classify() writes every element at out[moves] and keeps only
+  // moves, so the buffer needs one spare entry beyond the candidates.
+  pending.moves = std::make_unique_for_overwrite<TierMove[]>(std::size_t{n} + 1);
+  TierMove* out = pending.moves.get();
+  const ClassifyInput input{scores, tiers, size, first, mask, cut[0], cut[1], lower, upper};
+  const bool all = n == size;
+  const ClassifyCounts counts = hysteresis ? (all ? classify<true, true>(input, out)
+                                                  : classify<false, true>(input, out))
+                                           : (all ? classify<true, false>(input, out)
+                                                  : classify<false, false>(input, out));
+  detail::require(counts.evicted == budget.evict, "classify pass disagrees with the evict cut");
+  d.moves = {out, counts.moves};
+  d.evict_count = counts.evicted;
+  d.hysteresis_held = counts.held;
+  return d;
+}
+
+}  // namespace kvtier::tier

@@ -1,0 +1,164 @@
+// SequenceTiers: score ingest, step bookkeeping, commit/rollback and accessors.
+// The decision itself lives in sequence_decide.cpp.
+#include "kvtier/tier/sequence_tiers.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "contract.hpp"
+
+namespace kvtier::tier {
+namespace {
+
+std::string fmt_value(float value) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(value));
+  return buf;
+}
+
+}  // namespace
+
+Result<SequenceTiers> SequenceTiers::create(std::uint32_t prompt_length, const TierParams& params,
+                                            std::uint32_t max_tokens) {
+  if (auto status = validate(params); !status) return tl::unexpected(status.error());
+  if (max_tokens == 0) {
+    return make_error(Errc::kInvalidArgument, "sequence tiers: max_tokens must be >= 1, got 0");
+  }
+  if (prompt_length > max_tokens) {
+    return make_error(Errc::kInvalidArgument,
+                      "sequence tiers: prompt_length " + std::to_string(prompt_length) +
+                          " exceeds max_tokens " + std::to_string(max_tokens));
+  }
+  return SequenceTiers(prompt_length, params, max_tokens);
+}
+
+SequenceTiers::SequenceTiers(std::uint32_t prompt_length, const TierParams& params,
+                             std::uint32_t max_tokens)
+    : params_(params), prompt_length_(prompt_length), max_tokens_(max_tokens) {
+  extend_to(prompt_length);
+}
+
+void SequenceTiers::extend_to(std::uint32_t new_length) {
+  const std::uint32_t old_length = length();
+  if (new_length <= old_length) return;
+  scores_.resize(new_length, 0.0f);
+  tiers_.resize(new_length, Tier::kT0);
+  counts_[tier_index(Tier::kT0)] += new_length - old_length;
+}
+
+Status SequenceTiers::add_scores(std::uint32_t first_position, std::span<const float> values) {
+  if (values.empty()) return {};
+  // Validate everything first so a bad record changes nothing.
+  const std::uint64_t end = std::uint64_t{first_position} + values.size();
+  if (end > max_tokens_) {
+    const std::uint64_t bad = std::max<std::uint64_t>(first_position, max_tokens_);
+    return make_error(Errc::kInvalidArgument,
+                      "score position " + std::to_string(bad) + " (value " +
+                          fmt_value(values[bad - first_position]) + ") is at or beyond max_tokens " +
+                          std::to_string(max_tokens_));
+  }
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const float v = values[i];
+    const char* what = std::isnan(v)   ? "is NaN"
+                       : std::isinf(v) ? "is infinite"
+                       : v < 0.0f      ? "is negative"
+                                       : nullptr;
+    if (what != nullptr) [[unlikely]] {
+      return make_error(Errc::kInvalidArgument,
+                        "score at position " + std::to_string(first_position + i) + " " + what +
+                            " (" + fmt_value(v) + ")");
+    }
+  }
+  extend_to(static_cast<std::uint32_t>(end));
+  float* s = scores_.data() + first_position;
+  const Tier* t = tiers_.data() + first_position;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    // +0 + -0 is +0, so a -0 value can never make a score -0 (which would break key order).
+    s[i] += t[i] != Tier::kT3 ? values[i] : 0.0f;
+  }
+  return {};
+}
+
+void SequenceTiers::end_step() {
+  ++step_;
+  if (params_.decay < 1.0) {
+    const auto d = static_cast<float>(params_.decay);
+    for (float& s : scores_) s *= d;  // T3 scores are 0 and stay 0
+  }
+}
+
+void SequenceTiers::commit() {
+  detail::require(pending_.has_value(), "commit() without a pending decision");
+  for (const TierMove& move : pending_->decision.moves) apply(move);
+  pending_.reset();
+}
+
+void SequenceTiers::commit(std::span<const TierMove> accepted) {
+  detail::require(pending_.has_value(), "commit() without a pending decision");
+  const std::span<const TierMove> proposed = pending_->decision.moves;
+  std::size_t next = 0;
+  for (const TierMove& move : accepted) {
+    while (next < proposed.size() && !(proposed[next] == move)) ++next;
+    detail::require(next < proposed.size(), "commit(): accepted move was not proposed");
+    ++next;
+  }
+  for (const TierMove& move : accepted) apply(move);
+  pending_.reset();
+}
+
+void SequenceTiers::rollback() {
+  detail::require(pending_.has_value(), "rollback() without a pending decision");
+  pending_.reset();
+}
+
+void SequenceTiers::apply(const TierMove& move) {
+  Tier& tier = tiers_[move.position];
+  detail::require(tier == move.from, "move does not start at the committed tier");
+  --counts_[tier_index(move.from)];
+  ++counts_[tier_index(move.to)];
+  tier = move.to;
+  if (move.to == Tier::kT3) {
+    ++destroyed_;
+    scores_[move.position] = 0.0f;
+  }
+}
+
+Tier SequenceTiers::tier_of(std::uint32_t position) const {
+  detail::require(position < length(), "tier_of(): position beyond length");
+  return tiers_[position];
+}
+
+float SequenceTiers::score_of(std::uint32_t position) const {
+  detail::require(position < length(), "score_of(): position beyond length");
+  return scores_[position];
+}
+
+std::uint32_t SequenceTiers::managed_first() const noexcept {
+  const std::uint64_t head = std::uint64_t{prompt_length_} + params_.sink_tokens;
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(head, length()));
+}
+
+std::uint32_t SequenceTiers::managed_last() const noexcept {
+  const std::uint32_t len = length();
+  const std::uint32_t tail = len > params_.window_tokens ? len - params_.window_tokens : 0;
+  return std::max(tail, managed_first());
+}
+
+bool SequenceTiers::is_protected(std::uint32_t position) const noexcept {
+  return position < managed_first() || position >= managed_last();
+}
+
+std::uint32_t SequenceTiers::managed() const noexcept { return managed_last() - managed_first(); }
+
+double SequenceTiers::destroyed_fraction() const noexcept {
+  const std::uint32_t m = managed();
+  return m == 0 ? 0.0 : static_cast<double>(destroyed_) / static_cast<double>(m);
+}
+
+std::size_t SequenceTiers::metadata_bytes() const noexcept {
+  return scores_.capacity() * sizeof(float) + tiers_.capacity() * sizeof(Tier);
+}
+
+}  // namespace kvtier::tier

@@ -1,0 +1,81 @@
+// Validation and names for TierParams / EvictionMode.
+#include "kvtier/tier/tier_params.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace kvtier::tier {
+namespace {
+
+std::string fmt(double value) {
+  // Shortest round-trip text is overkill here; %g is what a config author typed.
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", value);
+  return buf;
+}
+
+Status bad(std::string_view field, std::string_view range, double value) {
+  return make_error(Errc::kInvalidArgument, "tier params: " + std::string(field) +
+                                                " must be in " + std::string(range) + ", got " +
+                                                fmt(value));
+}
+
+}  // namespace
+
+Status validate(const TierParams& params) {
+  // Written as !(in range) so that NaN fails every check.
+  if (!(params.hbm_ratio >= 0.0 && params.hbm_ratio <= 1.0)) {
+    return bad("hbm_ratio", "[0, 1]", params.hbm_ratio);
+  }
+  if (!(params.evict_ratio >= 0.0 && params.evict_ratio <= 1.0)) {
+    return bad("evict_ratio", "[0, 1]", params.evict_ratio);
+  }
+  if (!(params.hysteresis >= 0.0 && params.hysteresis < 1.0)) {
+    return bad("hysteresis", "[0, 1)", params.hysteresis);
+  }
+  if (!(params.decay > 0.0 && params.decay <= 1.0)) {
+    return bad("decay", "(0, 1]", params.decay);
+  }
+  if (params.interval < 1) {
+    return make_error(Errc::kInvalidArgument, "tier params: interval must be >= 1, got 0");
+  }
+  switch (params.mode) {
+    case EvictionMode::kCumulative:
+    case EvictionMode::kPaperAlgorithm:
+    case EvictionMode::kPaperPrototype:
+      return {};
+  }
+  return make_error(Errc::kInvalidArgument,
+                    "tier params: mode has unknown value " +
+                        std::to_string(static_cast<unsigned>(params.mode)));
+}
+
+std::string_view eviction_mode_name(EvictionMode mode) noexcept {
+  switch (mode) {
+    case EvictionMode::kCumulative: return "cumulative";
+    case EvictionMode::kPaperAlgorithm: return "paper-algorithm";
+    case EvictionMode::kPaperPrototype: return "paper-prototype";
+  }
+  return "unknown";
+}
+
+Result<EvictionMode> parse_eviction_mode(std::string_view name) {
+  for (EvictionMode mode : {EvictionMode::kCumulative, EvictionMode::kPaperAlgorithm,
+                            EvictionMode::kPaperPrototype}) {
+    if (name == eviction_mode_name(mode)) return mode;
+  }
+  return make_error(Errc::kInvalidArgument,
+                    "unknown eviction mode '" + std::string(name) +
+                        "' (expected cumulative, paper-algorithm or paper-prototype)");
+}
+
+std::uint32_t floor_share(double ratio, std::uint32_t count) noexcept {
+  if (!(ratio > 0.0) || count == 0) return 0;
+  if (ratio >= 1.0) return count;
+  const double share = std::floor(ratio * static_cast<double>(count) + 1e-9);
+  if (share >= static_cast<double>(count)) return count;
+  return static_cast<std::uint32_t>(share);
+}
+
+}  // namespace kvtier::tier

@@ -1,0 +1,64 @@
+// Staging: one layer's T1 rows gathered next to the engine right before that layer's attention.
+//
+// A StagingBuffer is caller-owned memory (host memory for the CPU backend, device memory for
+// CUDA) plus host-side metadata that prefetch fills in. After prefetch stages n rows:
+//
+//   data: | K rows [n, kv_heads, head_dim] | V rows [n, kv_heads, head_dim] |
+//           ^ k()                            ^ v() = data + n * half_row_bytes
+//
+// Staged row i is pool row pool_slots[i]; positions[i] is its absolute token position when the
+// caller supplied positions. Attention merges staged rows with its T0 rows by position:
+//  - StagingOrder::kPositionOrder: the caller lists the slots sorted by strictly ascending
+//    absolute position and passes those positions (checked). An engine that also walks its T0
+//    rows by ascending position can then merge both lists in one pass and sum over keys in
+//    exactly the order a full cache would: outputs are bit-identical to the untiered engine.
+//  - StagingOrder::kCompact: rows are staged in the order given (positions optional, any order);
+//    attention visits T0 first, then the staged rows, so results equal the full cache only
+//    within floating-point tolerance. Cheaper to plan; an executor keeps the given order.
+// Bytes needed for n rows: n * pool row_bytes (staging_bytes).
+//
+// Thread-safety: a StagingBuffer is used by one thread; on an asynchronous backend its contents
+// are valid only after CopyExecutor::wait(layer).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kvtier/kernels/pool_view.hpp"
+#include "kvtier/protocol/error.hpp"
+
+namespace kvtier::kernels {
+
+enum class StagingOrder : std::uint8_t { kCompact = 0, kPositionOrder = 1 };
+
+struct StagingBuffer {
+  // Set by the caller. Not owned; alignment of at least the KV element size.
+  std::uintptr_t data = 0;
+  std::size_t capacity_bytes = 0;
+
+  // Set by prefetch.
+  std::uint32_t layer = 0;
+  std::uint32_t rows = 0;
+  std::size_t half_row_bytes = 0;  // kv_heads * head_dim * dtype_bytes
+  StagingOrder order = StagingOrder::kCompact;
+  std::vector<std::uint32_t> positions;  // one per staged row, or empty (compact, none given)
+
+  std::uintptr_t k() const noexcept { return data; }
+  std::uintptr_t v() const noexcept { return data + std::size_t{rows} * half_row_bytes; }
+};
+
+constexpr std::size_t staging_bytes(const PoolView& pool, std::size_t rows) noexcept {
+  return rows * pool.row_bytes;
+}
+
+// Checks a prefetch request against the pool and the buffer: layer < num_layers, every slot
+// < pool.slots, positions empty or one per slot (required and strictly ascending for
+// kPositionOrder), buffer non-null with room for all rows. kInvalidArgument on failure.
+Status validate_staging(const PoolView& pool, std::uint32_t layer,
+                        std::span<const std::uint32_t> pool_slots,
+                        std::span<const std::uint32_t> positions, StagingOrder order,
+                        const StagingBuffer& buffer);
+
+}  // namespace kvtier::kernels

@@ -1,0 +1,55 @@
+// make_executor: the one place that knows which backends this build contains.
+// KVTIER_KERNELS_WITH_CUDA is a compile definition private to kvtier_kernels (0 or 1), set from
+// KVTIER_WITH_CUDA in kernels/CMakeLists.txt.
+#include <memory>
+
+#include "cpu/cpu_executor.hpp"
+#include "kvtier/kernels/executor.hpp"
+
+#ifndef KVTIER_KERNELS_WITH_CUDA
+#error "KVTIER_KERNELS_WITH_CUDA must be defined by kernels/CMakeLists.txt"
+#endif
+
+namespace kvtier::kernels {
+
+std::string_view backend_name(Backend backend) noexcept {
+  switch (backend) {
+    case Backend::kCpu:
+      return "cpu";
+    case Backend::kCuda:
+      return "cuda";
+  }
+  return "unknown";
+}
+
+bool backend_built(Backend backend) noexcept {
+  switch (backend) {
+    case Backend::kCpu:
+      return true;
+    case Backend::kCuda:
+      return KVTIER_KERNELS_WITH_CUDA != 0;
+  }
+  return false;
+}
+
+Result<std::unique_ptr<CopyExecutor>> make_executor(Backend backend) {
+  switch (backend) {
+    case Backend::kCpu:
+      return std::unique_ptr<CopyExecutor>(std::make_unique<CpuExecutor>());
+    case Backend::kCuda:
+#if KVTIER_KERNELS_WITH_CUDA
+      // The CUDA executor (kernels/cuda/, target kvtier_kernels_cuda) is not written yet.
+      return make_error(Errc::kUnavailable,
+                        "make_executor: CUDA was built but the CUDA executor is not implemented "
+                        "yet; use Backend::kCpu");
+#else
+      return make_error(Errc::kUnavailable,
+                        "make_executor: this kvtier was built without CUDA (KVTIER_CUDA=OFF or no "
+                        "nvcc at configure time); rebuild with -DKVTIER_CUDA=ON or use "
+                        "Backend::kCpu");
+#endif
+  }
+  return make_error(Errc::kInvalidArgument, "make_executor: unknown backend");
+}
+
+}  // namespace kvtier::kernels

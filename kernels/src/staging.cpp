@@ -1,0 +1,55 @@
+// Validation of prefetch requests, shared by every executor backend.
+#include "kvtier/kernels/staging.hpp"
+
+#include <string>
+#include <utility>
+
+namespace kvtier::kernels {
+namespace {
+
+Status invalid(std::string message) {
+  return make_error(Errc::kInvalidArgument, "prefetch: " + std::move(message));
+}
+
+std::string num(std::size_t value) { return std::to_string(value); }
+
+}  // namespace
+
+Status validate_staging(const PoolView& pool, std::uint32_t layer,
+                        std::span<const std::uint32_t> pool_slots,
+                        std::span<const std::uint32_t> positions, StagingOrder order,
+                        const StagingBuffer& buffer) {
+  if (layer >= pool.num_layers) {
+    return invalid("layer " + num(layer) + " >= num_layers " + num(pool.num_layers));
+  }
+  for (std::size_t i = 0; i < pool_slots.size(); ++i) {
+    if (pool_slots[i] >= pool.slots) {
+      return invalid("slot " + num(i) + " is pool slot " + num(pool_slots[i]) + " >= pool slots " +
+                     num(pool.slots));
+    }
+  }
+  if (!positions.empty() && positions.size() != pool_slots.size()) {
+    return invalid(num(positions.size()) + " positions for " + num(pool_slots.size()) + " slots");
+  }
+  if (order == StagingOrder::kPositionOrder) {
+    if (positions.size() != pool_slots.size()) {
+      return invalid("position order needs one position per slot");
+    }
+    for (std::size_t i = 1; i < positions.size(); ++i) {
+      if (positions[i] <= positions[i - 1]) {
+        return invalid("position order needs strictly ascending positions; position " + num(i) +
+                       " is " + num(positions[i]) + " after " + num(positions[i - 1]));
+      }
+    }
+  }
+  if (pool_slots.empty()) return {};
+  if (buffer.data == 0) return invalid("staging buffer is null");
+  const std::size_t need = staging_bytes(pool, pool_slots.size());
+  if (buffer.capacity_bytes < need) {
+    return invalid("staging buffer holds " + num(buffer.capacity_bytes) + " bytes, " +
+                   num(pool_slots.size()) + " rows need " + num(need));
+  }
+  return {};
+}
+
+}  // namespace kvtier::kernels

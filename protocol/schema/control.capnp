@@ -1,0 +1,194 @@
+# kvtier control protocol: the messages exchanged over the daemon's Unix stream socket.
+#
+# Framing, message flow, fd passing and limits are described in protocol/PROTOCOL.md. Bulk
+# per-step data (scores, plans, acks) never travels here: it uses shared-memory rings.
+#
+# EVOLUTION RULES (Cap'n Proto's; a broken rule silently corrupts old peers):
+#   * Never renumber, retype or remove a field, enumerant or union member; never reuse an @N.
+#   * New fields, enumerants and union members take the next free number and go at the end.
+#   * Renaming is wire-compatible but breaks source; prefer adding and deprecating.
+#   * A new field must have a meaning when absent (zero / empty / first enumerant), because an
+#     older peer will not send it.
+#   * Additive changes bump kProtocolMinor; anything a same-major peer cannot ignore bumps
+#     kProtocolMajor (protocol/include/kvtier/protocol/version.hpp).
+#   * The file id below is fixed forever.
+
+@0xd427c4b726ccb806;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("kvtier::wire");
+
+# ---------------------------------------------------------------------------------------------
+# Shared enums
+
+enum SessionRole {
+  engine @0;  # an inference process: registers a model, streams scores, executes plans
+  admin @1;   # kvtierctl and other observers: status only, needs the admin group
+}
+
+enum KvDtype {
+  f16 @0;
+  bf16 @1;
+  f32 @2;
+}
+
+# ---------------------------------------------------------------------------------------------
+# Top-level unions: exactly one per direction. Every frame carries one of these as its root.
+
+struct ClientMessage {
+  union {
+    hello @0 :Hello;
+    registerModel @1 :RegisterModel;
+    openSequence @2 :OpenSequence;
+    closeSequence @3 :CloseSequence;
+    statusRequest @4 :StatusRequest;
+  }
+}
+
+struct DaemonMessage {
+  union {
+    welcome @0 :Welcome;
+    versionMismatch @1 :VersionMismatch;
+    error @2 :ErrorReply;
+    modelRegistered @3 :ModelRegistered;
+    sequenceOpened @4 :SequenceOpened;
+    sequenceClosed @5 :SequenceClosed;
+    statusReply @6 :StatusReply;
+  }
+}
+
+# ---------------------------------------------------------------------------------------------
+# Handshake
+
+struct Hello {
+  protocolMajor @0 :UInt16;
+  protocolMinor @1 :UInt16;
+  layoutVersion @2 :UInt32;      # shm layout version the client was built with
+  layoutFingerprint @3 :UInt64;  # shm layout fingerprint the client was built with
+  clientName @4 :Text;           # free-form, for logs and `kvtierctl status`
+  role @5 :SessionRole;
+}
+
+struct Welcome {
+  protocolMajor @0 :UInt16;
+  protocolMinor @1 :UInt16;
+  layoutVersion @2 :UInt32;
+  layoutFingerprint @3 :UInt64;
+  daemonEpoch @4 :UInt64;        # changes on every daemon start
+  clientId @5 :UInt32;
+  daemonVersion @6 :Text;
+  controlSegmentBytes @7 :UInt64;
+  # 0 for admin sessions. For engine sessions the control segment's fd travels with this frame
+  # (SCM_RIGHTS, see PROTOCOL.md) and this is its size in bytes.
+}
+
+struct VersionMismatch {
+  # Sent instead of Welcome; the daemon closes the connection right after.
+  daemonProtocolMajor @0 :UInt16;
+  daemonProtocolMinor @1 :UInt16;
+  daemonLayoutVersion @2 :UInt32;
+  daemonLayoutFingerprint @3 :UInt64;
+  clientProtocolMajor @4 :UInt16;  # echoed from the Hello
+  clientProtocolMinor @5 :UInt16;
+  clientLayoutVersion @6 :UInt32;
+  clientLayoutFingerprint @7 :UInt64;
+  message @8 :Text;                # human-readable, names both sides' versions
+}
+
+struct ErrorReply {
+  # Any request may be answered by this instead of its normal reply.
+  code @0 :UInt32;   # numeric kvtier::Errc (protocol/include/kvtier/protocol/error.hpp)
+  message @1 :Text;
+}
+
+# ---------------------------------------------------------------------------------------------
+# Engine session
+
+struct RegisterModel {
+  numLayers @0 :UInt32;
+  numKvHeads @1 :UInt32;
+  headDim @2 :UInt32;
+  dtype @3 :KvDtype;
+  modelName @4 :Text;
+  poolTokens @5 :UInt32;  # requested DDR (T1) pool capacity in tokens
+}
+
+struct ModelRegistered {
+  # The pool segment's fd travels with this frame (SCM_RIGHTS).
+  poolSegmentBytes @0 :UInt64;
+  poolSlots @1 :UInt32;   # granted capacity in tokens (may be below poolTokens)
+  rowBytes @2 :UInt32;    # one token's K and V for all KV heads of one layer
+}
+
+struct OpenSequence {
+  promptLength @0 :UInt32;
+}
+
+struct SequenceOpened {
+  sequenceId @0 :UInt32;
+}
+
+struct CloseSequence {
+  sequenceId @0 :UInt32;
+}
+
+struct SequenceClosed {
+  sequenceId @0 :UInt32;
+}
+
+# ---------------------------------------------------------------------------------------------
+# Admin session
+
+struct StatusRequest {
+  # Empty in 1.0; filters (one client, one sequence) may be added as new fields.
+}
+
+struct StatusReply {
+  daemonVersion @0 :Text;
+  daemonEpoch @1 :UInt64;
+  protocolMajor @2 :UInt16;
+  protocolMinor @3 :UInt16;
+  layoutVersion @4 :UInt32;
+  layoutFingerprint @5 :UInt64;
+  uptimeSeconds @6 :UInt64;
+  ddrBytesTotal @7 :UInt64;
+  ddrBytesUsed @8 :UInt64;
+  clients @9 :List(ClientStatus);
+}
+
+struct ClientStatus {
+  clientId @0 :UInt32;
+  pid @1 :UInt32;
+  uid @2 :UInt32;
+  name @3 :Text;
+  role @4 :SessionRole;
+
+  # Model geometry; all zero / empty before RegisterModel.
+  numLayers @5 :UInt32;
+  numKvHeads @6 :UInt32;
+  headDim @7 :UInt32;
+  dtype @8 :KvDtype;
+  modelName @9 :Text;
+
+  poolSlots @10 :UInt32;
+  poolSlotsUsed @11 :UInt32;
+
+  # Counters since the session began.
+  scoreRecords @12 :UInt64;
+  scoresDropped @13 :UInt64;
+  plansSent @14 :UInt64;
+  plansAcked @15 :UInt64;
+  errors @16 :UInt64;
+
+  sequences @17 :List(SequenceStatus);
+}
+
+struct SequenceStatus {
+  sequenceId @0 :UInt32;
+  promptLength @1 :UInt32;
+  tokens @2 :UInt32;    # live tokens (T0 + T1 + T2; T3 tokens are gone)
+  tokensT0 @3 :UInt32;
+  tokensT1 @4 :UInt32;
+  tokensT2 @5 :UInt32;
+  tokensT3 @6 :UInt32;  # evicted so far
+}

@@ -1,0 +1,108 @@
+// Role views over the plan ring (daemon -> client): PlanProducer for the daemon, PlanConsumer for
+// the client. Layout, index diagram and memory orders: ring_layout.hpp.
+//
+// A plan is one epoch, split over one or more PlanRecords; the last carries kPlanLast. The client
+// applies all of an epoch's records, then acknowledges it (acked_epoch, monotonic) or reports it
+// failed (failed_epoch). Wake-ups:
+//   daemon -> client: the client waits with a bounded spin, then a (non-private, cross-process)
+//     futex on the producer line's `wake` word; a push that finds consumer_waiting set bumps
+//     `wake` and calls FUTEX_WAKE.
+//   client -> daemon: the daemon sleeps on the client's eventfd doorbell (shared with the score
+//     ring); ack()/fail() return true when the daemon announced sleep (producer_waiting), so the
+//     client rings it. One flag per ring, not one per segment, keeps each ring self-contained.
+//
+// Thread-safety: one thread per view at a time; one producer and one consumer view per ring.
+// Views do not own memory. Capacity is copied at construction and never re-read.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "kvtier/protocol/error.hpp"
+#include "kvtier/shm/records.hpp"
+#include "kvtier/shm/ring_layout.hpp"
+
+namespace kvtier::shm {
+
+// Spin iterations (with a CPU pause) PlanConsumer::wait makes before it sleeps on the futex.
+inline constexpr int kPlanSpinIterations = 512;
+
+class PlanProducer {
+ public:
+  // `ring`: the ring's bytes (PlanRingHeader + slots), 64-byte aligned, at least
+  // plan_ring_bytes(capacity). Precondition: is_valid_ring_capacity(capacity).
+  // Resumes from shared memory (a fresh ring is all zeros). On an adopted ring the last
+  // published epoch is taken as max(acked, failed, epoch of the newest record) — all
+  // client-writable, so a lying client can only confuse its own session.
+  PlanProducer(std::span<std::byte> ring, std::uint32_t capacity) noexcept;
+
+  // Never blocks: returns false when the ring is full (a client that corrupts its read counter
+  // looks full forever). Preconditions (asserted): move_count <= kMovesPerRecord; epoch >= 1;
+  // an epoch is continued until a record with kPlanLast, and a new epoch is greater than the
+  // last one published.
+  bool push(const PlanRecord& record) noexcept;
+
+  // Validated reads of the client-written acknowledgement counters. kProtocol when the value
+  // went backwards or is beyond published_epoch().
+  Result<std::uint64_t> acked_epoch();
+  Result<std::uint64_t> failed_epoch();
+
+  // Sets producer_waiting, then re-checks the ack counters. Returns true when the caller may
+  // sleep on the doorbell; false (flag cleared) when an ack or failure is unseen.
+  bool announce_sleep() noexcept;
+  void cancel_sleep() noexcept;
+
+  // Highest epoch whose kPlanLast record has been pushed.
+  std::uint64_t published_epoch() const noexcept { return published_epoch_; }
+  std::uint64_t free_slots() noexcept;
+  std::uint32_t capacity() const noexcept { return capacity_; }
+
+ private:
+  PlanRingHeader* header_;
+  PlanRecord* slots_;
+  std::uint32_t capacity_;
+  std::uint64_t mask_;
+  std::uint64_t write_;
+  std::uint64_t read_cache_;
+  std::uint64_t published_epoch_ = 0;
+  std::uint64_t open_epoch_ = 0;  // epoch with records pushed but no kPlanLast yet; 0 = none
+  std::uint64_t last_acked_;
+  std::uint64_t last_failed_;
+};
+
+class PlanConsumer {
+ public:
+  // Same preconditions as PlanProducer. Resumes from shared memory.
+  PlanConsumer(std::span<std::byte> ring, std::uint32_t capacity) noexcept;
+
+  // Copies up to out.size() records out, validates them, frees their slots. kProtocol when the
+  // write counter moved backwards or beyond capacity, or a record's move_count is too large.
+  Result<std::size_t> pop(std::span<PlanRecord> out);
+
+  // Returns true as soon as a record is pending (or the counter is corrupt: pop() reports it),
+  // false after `timeout` without one. Bounded spin, then futex sleep.
+  bool wait(std::chrono::nanoseconds timeout) noexcept;
+
+  // Publish that `epoch` was applied completely / could not be applied. Precondition: epochs
+  // passed to each are non-decreasing. Returns true when the daemon is asleep and the caller
+  // should ring the doorbell.
+  bool ack(std::uint64_t epoch) noexcept;
+  bool fail(std::uint64_t epoch) noexcept;
+
+  std::uint64_t consumed() const noexcept { return read_; }
+  std::uint32_t capacity() const noexcept { return capacity_; }
+
+ private:
+  bool pending() const noexcept;
+
+  PlanRingHeader* header_;
+  const PlanRecord* slots_;
+  std::uint32_t capacity_;
+  std::uint64_t mask_;
+  std::uint64_t read_;
+  std::uint64_t last_write_;
+};
+
+}  // namespace kvtier::shm

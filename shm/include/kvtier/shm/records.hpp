@@ -1,0 +1,68 @@
+// Fixed-size records carried by the per-client rings in the control segment (see LAYOUT.md).
+//
+// ScoreRecord travels client -> daemon (score ring); PlanRecord daemon -> client (plan ring).
+// Both are plain trivially copyable values: a ring slot is copied out of shared memory into one
+// of these before anything looks at it. Thread-safety: plain values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace kvtier::shm {
+
+inline constexpr std::uint32_t kScoresPerRecord = 60;
+
+// One decode step's per-token importance scores of one sequence, for absolute positions
+// [first_position, first_position + count). count <= kScoresPerRecord (the daemon checks).
+struct ScoreRecord {
+  std::uint32_t sequence;
+  std::uint32_t first_position;
+  std::uint32_t count;
+  std::uint32_t step;
+  float values[kScoresPerRecord];
+};
+
+// Tier numbers as they appear in PlanMove::from_tier / to_tier (DESIGN.md §1).
+inline constexpr std::uint8_t kTierHbm = 0;      // T0: the engine's own KV cache
+inline constexpr std::uint8_t kTierDdr = 1;      // T1: daemon DDR pool, native precision
+inline constexpr std::uint8_t kTierInt8 = 2;     // T2: daemon int8 pool
+inline constexpr std::uint8_t kTierDropped = 3;  // T3: nowhere
+inline constexpr std::uint32_t kNoSlot = 0xFFFFFFFFu;  // src/dst slot when the tier has no slot
+
+// Move the token at `position` from one tier to another. Slots index the pool of that tier;
+// kNoSlot where the tier has none (T0, T3).
+struct PlanMove {
+  std::uint32_t position;
+  std::uint8_t from_tier;
+  std::uint8_t to_tier;
+  std::uint16_t reserved;  // 0
+  std::uint32_t src_slot;
+  std::uint32_t dst_slot;
+};
+
+inline constexpr std::uint16_t kPlanLast = 1;  // PlanRecord::flags: last record of its epoch
+inline constexpr std::size_t kPlanRecordBytes = 1024;
+inline constexpr std::size_t kPlanRecordHeaderBytes = 16;
+inline constexpr std::uint16_t kMovesPerRecord =
+    static_cast<std::uint16_t>((kPlanRecordBytes - kPlanRecordHeaderBytes) / sizeof(PlanMove));
+
+// A slice of the plan for one epoch. A plan may span several records with the same epoch; the
+// last one carries kPlanLast. The client acknowledges the epoch once it applied all of them.
+struct PlanRecord {
+  std::uint64_t epoch;  // >= 1, non-decreasing along the ring
+  std::uint32_t sequence;
+  std::uint16_t move_count;  // <= kMovesPerRecord (the client checks)
+  std::uint16_t flags;       // kPlanLast
+  PlanMove moves[kMovesPerRecord];
+};
+
+static_assert(sizeof(ScoreRecord) == 256 && alignof(ScoreRecord) == 4);
+static_assert(sizeof(PlanMove) == 16 && alignof(PlanMove) == 4);
+static_assert(kMovesPerRecord == 63);
+static_assert(sizeof(PlanRecord) == kPlanRecordBytes && alignof(PlanRecord) == 8);
+static_assert(std::is_standard_layout_v<ScoreRecord> && std::is_trivially_copyable_v<ScoreRecord>);
+static_assert(std::is_standard_layout_v<PlanMove> && std::is_trivially_copyable_v<PlanMove>);
+static_assert(std::is_standard_layout_v<PlanRecord> && std::is_trivially_copyable_v<PlanRecord>);
+
+}  // namespace kvtier::shm

@@ -1,0 +1,210 @@
+#include "kvtier/shm/plan_ring.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <cstring>
+#include <string>
+
+#include "futex.hpp"
+
+namespace kvtier::shm {
+namespace {
+
+PlanRingHeader* ring_header(std::span<std::byte> ring, std::uint32_t capacity) noexcept {
+  assert(is_valid_ring_capacity(capacity));
+  assert(ring.size() >= plan_ring_bytes(capacity));
+  assert(reinterpret_cast<std::uintptr_t>(ring.data()) % kCacheLine == 0);
+  (void)capacity;
+  return reinterpret_cast<PlanRingHeader*>(ring.data());
+}
+
+PlanRecord* ring_slots(std::span<std::byte> ring) noexcept {
+  return reinterpret_cast<PlanRecord*>(ring.data() + sizeof(PlanRingHeader));
+}
+
+// Dekker partner of PlanProducer::announce_sleep: after the seq_cst ack store, a seq_cst look at
+// the flag; claim the wake-up (1 -> 0) so the doorbell rings once per announced sleep.
+bool claim_wake(std::atomic<std::uint32_t>& waiting) noexcept {
+  if (waiting.load(std::memory_order_seq_cst) == 0) return false;
+  std::uint32_t expected = 1;
+  return waiting.compare_exchange_strong(expected, 0, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+// --- PlanProducer (daemon) ---------------------------------------------------------------------
+
+PlanProducer::PlanProducer(std::span<std::byte> ring, std::uint32_t capacity) noexcept
+    : header_(ring_header(ring, capacity)),
+      slots_(ring_slots(ring)),
+      capacity_(capacity),
+      mask_(capacity - 1u),
+      write_(header_->producer.write.load(std::memory_order_relaxed)),
+      read_cache_(header_->consumer.read.load(std::memory_order_acquire)),
+      last_acked_(header_->consumer.acked_epoch.load(std::memory_order_acquire)),
+      last_failed_(header_->consumer.failed_epoch.load(std::memory_order_acquire)) {
+  // Adoption: every epoch that reached the ring counts as published, so the next one is new.
+  published_epoch_ = std::max(last_acked_, last_failed_);
+  if (write_ != 0) published_epoch_ = std::max(published_epoch_, slots_[(write_ - 1) & mask_].epoch);
+}
+
+bool PlanProducer::push(const PlanRecord& record) noexcept {
+  assert(record.move_count <= kMovesPerRecord);
+  assert(record.epoch >= 1);
+  assert(open_epoch_ == 0 ? record.epoch > published_epoch_ : record.epoch == open_epoch_);
+  if (write_ - read_cache_ >= capacity_) {
+    read_cache_ = header_->consumer.read.load(std::memory_order_acquire);
+    if (write_ - read_cache_ >= capacity_) return false;
+  }
+  std::memcpy(&slots_[write_ & mask_], &record, sizeof(PlanRecord));
+  // Dekker with PlanConsumer::wait: seq_cst publish, then seq_cst look at the flag.
+  header_->producer.write.store(++write_, std::memory_order_seq_cst);
+  if ((record.flags & kPlanLast) != 0) {
+    published_epoch_ = record.epoch;
+    open_epoch_ = 0;
+  } else {
+    open_epoch_ = record.epoch;
+  }
+  if (header_->consumer.consumer_waiting.load(std::memory_order_seq_cst) != 0) {
+    header_->producer.wake.fetch_add(1, std::memory_order_release);
+    detail::futex_wake_all(header_->producer.wake);
+  }
+  return true;
+}
+
+Result<std::uint64_t> PlanProducer::acked_epoch() {
+  const std::uint64_t acked = header_->consumer.acked_epoch.load(std::memory_order_acquire);
+  if (acked < last_acked_) {
+    return make_error(Errc::kProtocol, "plan ring acked epoch went backwards from " +
+                                           std::to_string(last_acked_) + " to " +
+                                           std::to_string(acked));
+  }
+  if (acked > published_epoch_) {
+    return make_error(Errc::kProtocol, "plan ring acked epoch " + std::to_string(acked) +
+                                           " is beyond the last published epoch " +
+                                           std::to_string(published_epoch_));
+  }
+  last_acked_ = acked;
+  return acked;
+}
+
+Result<std::uint64_t> PlanProducer::failed_epoch() {
+  const std::uint64_t failed = header_->consumer.failed_epoch.load(std::memory_order_acquire);
+  if (failed < last_failed_) {
+    return make_error(Errc::kProtocol, "plan ring failed epoch went backwards from " +
+                                           std::to_string(last_failed_) + " to " +
+                                           std::to_string(failed));
+  }
+  if (failed > published_epoch_) {
+    return make_error(Errc::kProtocol, "plan ring failed epoch " + std::to_string(failed) +
+                                           " is beyond the last published epoch " +
+                                           std::to_string(published_epoch_));
+  }
+  last_failed_ = failed;
+  return failed;
+}
+
+bool PlanProducer::announce_sleep() noexcept {
+  header_->producer.producer_waiting.store(1, std::memory_order_seq_cst);
+  const auto& consumer = header_->consumer;
+  if (consumer.acked_epoch.load(std::memory_order_seq_cst) != last_acked_ ||
+      consumer.failed_epoch.load(std::memory_order_seq_cst) != last_failed_) {
+    cancel_sleep();
+    return false;
+  }
+  return true;
+}
+
+void PlanProducer::cancel_sleep() noexcept {
+  header_->producer.producer_waiting.store(0, std::memory_order_relaxed);
+}
+
+std::uint64_t PlanProducer::free_slots() noexcept {
+  read_cache_ = header_->consumer.read.load(std::memory_order_acquire);
+  const std::uint64_t used = write_ - read_cache_;
+  return used >= capacity_ ? 0 : capacity_ - used;
+}
+
+// --- PlanConsumer (client) ---------------------------------------------------------------------
+
+PlanConsumer::PlanConsumer(std::span<std::byte> ring, std::uint32_t capacity) noexcept
+    : header_(ring_header(ring, capacity)),
+      slots_(ring_slots(ring)),
+      capacity_(capacity),
+      mask_(capacity - 1u),
+      read_(header_->consumer.read.load(std::memory_order_relaxed)),
+      last_write_(read_) {}
+
+Result<std::size_t> PlanConsumer::pop(std::span<PlanRecord> out) {
+  const std::uint64_t write = header_->producer.write.load(std::memory_order_acquire);
+  if (write < last_write_) {
+    return make_error(Errc::kProtocol, "plan ring write counter jumped backwards from " +
+                                           std::to_string(last_write_) + " to " +
+                                           std::to_string(write));
+  }
+  if (write - read_ > capacity_) {
+    return make_error(Errc::kProtocol, "plan ring write counter " + std::to_string(write) +
+                                           " is beyond capacity: read " + std::to_string(read_) +
+                                           ", capacity " + std::to_string(capacity_));
+  }
+  last_write_ = write;
+  const auto count = static_cast<std::size_t>(std::min<std::uint64_t>(write - read_, out.size()));
+  for (std::size_t i = 0; i < count; ++i) {
+    std::memcpy(&out[i], &slots_[(read_ + i) & mask_], sizeof(PlanRecord));
+    if (out[i].move_count > kMovesPerRecord) {
+      return make_error(Errc::kProtocol, "plan record " + std::to_string(read_ + i) +
+                                             " has move_count " + std::to_string(out[i].move_count) +
+                                             " > " + std::to_string(kMovesPerRecord));
+    }
+  }
+  read_ += count;
+  header_->consumer.read.store(read_, std::memory_order_release);
+  return count;
+}
+
+bool PlanConsumer::pending() const noexcept {
+  return header_->producer.write.load(std::memory_order_acquire) != read_;
+}
+
+bool PlanConsumer::wait(std::chrono::nanoseconds timeout) noexcept {
+  if (pending()) return true;
+  for (int i = 0; i < kPlanSpinIterations; ++i) {
+    detail::cpu_relax();
+    if (pending()) return true;
+  }
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kMaxTimeout = std::chrono::hours(24 * 365);  // keeps now() + timeout finite
+  const auto deadline = Clock::now() + std::min<std::chrono::nanoseconds>(timeout, kMaxTimeout);
+  auto& waiting = header_->consumer.consumer_waiting;
+  auto& wake = header_->producer.wake;
+  for (;;) {
+    // Dekker with PlanProducer::push: seq_cst flag store, then seq_cst re-check. `seen` is read
+    // before the re-check, so a bump that follows it makes FUTEX_WAIT return at once.
+    waiting.store(1, std::memory_order_seq_cst);
+    const std::uint32_t seen = wake.load(std::memory_order_seq_cst);
+    if (header_->producer.write.load(std::memory_order_seq_cst) != read_) break;
+    const auto remaining = deadline - Clock::now();
+    if (remaining <= Clock::duration::zero()) {
+      waiting.store(0, std::memory_order_relaxed);
+      return false;
+    }
+    detail::futex_wait(wake, seen, std::chrono::duration_cast<std::chrono::nanoseconds>(remaining));
+  }
+  waiting.store(0, std::memory_order_relaxed);
+  return true;
+}
+
+bool PlanConsumer::ack(std::uint64_t epoch) noexcept {
+  assert(epoch >= header_->consumer.acked_epoch.load(std::memory_order_relaxed));
+  header_->consumer.acked_epoch.store(epoch, std::memory_order_seq_cst);
+  return claim_wake(header_->producer.producer_waiting);
+}
+
+bool PlanConsumer::fail(std::uint64_t epoch) noexcept {
+  assert(epoch >= header_->consumer.failed_epoch.load(std::memory_order_relaxed));
+  header_->consumer.failed_epoch.store(epoch, std::memory_order_seq_cst);
+  return claim_wake(header_->producer.producer_waiting);
+}
+
+}  // namespace kvtier::shm

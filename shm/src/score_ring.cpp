@@ -1,0 +1,116 @@
+#include "kvtier/shm/score_ring.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <cstring>
+#include <string>
+
+namespace kvtier::shm {
+namespace {
+
+ScoreRingHeader* ring_header(std::span<std::byte> ring, std::uint32_t capacity) noexcept {
+  assert(is_valid_ring_capacity(capacity));
+  assert(ring.size() >= score_ring_bytes(capacity));
+  assert(reinterpret_cast<std::uintptr_t>(ring.data()) % kCacheLine == 0);
+  (void)capacity;
+  return reinterpret_cast<ScoreRingHeader*>(ring.data());
+}
+
+ScoreRecord* ring_slots(std::span<std::byte> ring) noexcept {
+  return reinterpret_cast<ScoreRecord*>(ring.data() + sizeof(ScoreRingHeader));
+}
+
+}  // namespace
+
+ScoreProducer::ScoreProducer(std::span<std::byte> ring, std::uint32_t capacity) noexcept
+    : header_(ring_header(ring, capacity)),
+      slots_(ring_slots(ring)),
+      capacity_(capacity),
+      mask_(capacity - 1u),
+      write_(header_->producer.write.load(std::memory_order_relaxed)),
+      read_cache_(header_->consumer.read.load(std::memory_order_acquire)),
+      dropped_(header_->producer.dropped.load(std::memory_order_relaxed)) {}
+
+PushResult ScoreProducer::push(const ScoreRecord& record) noexcept {
+  if (write_ - read_cache_ >= capacity_) {
+    // Acquire: the daemon finished copying a slot out before it published the new read.
+    read_cache_ = header_->consumer.read.load(std::memory_order_acquire);
+    if (write_ - read_cache_ >= capacity_) {
+      header_->producer.dropped.store(++dropped_, std::memory_order_relaxed);
+      return PushResult::kDropped;
+    }
+  }
+  std::memcpy(&slots_[write_ & mask_], &record, sizeof(ScoreRecord));
+  // Dekker with ScoreConsumer::announce_sleep: seq_cst publish, then seq_cst look at the flag.
+  header_->producer.write.store(++write_, std::memory_order_seq_cst);
+  auto& waiting = header_->consumer.consumer_waiting;
+  if (waiting.load(std::memory_order_seq_cst) != 0) {
+    std::uint32_t expected = 1;
+    if (waiting.compare_exchange_strong(expected, 0, std::memory_order_relaxed)) {
+      return PushResult::kPushedWake;
+    }
+  }
+  return PushResult::kPushed;
+}
+
+std::uint64_t ScoreProducer::free_slots() noexcept {
+  read_cache_ = header_->consumer.read.load(std::memory_order_acquire);
+  const std::uint64_t used = write_ - read_cache_;
+  return used >= capacity_ ? 0 : capacity_ - used;
+}
+
+ScoreConsumer::ScoreConsumer(std::span<std::byte> ring, std::uint32_t capacity) noexcept
+    : header_(ring_header(ring, capacity)),
+      slots_(ring_slots(ring)),
+      capacity_(capacity),
+      mask_(capacity - 1u),
+      read_(header_->consumer.read.load(std::memory_order_relaxed)),
+      last_write_(read_) {}
+
+Result<std::size_t> ScoreConsumer::pop(std::span<ScoreRecord> out) {
+  const std::uint64_t write = header_->producer.write.load(std::memory_order_acquire);
+  if (write < last_write_) {
+    return make_error(Errc::kProtocol, "score ring write counter jumped backwards from " +
+                                           std::to_string(last_write_) + " to " +
+                                           std::to_string(write));
+  }
+  if (write - read_ > capacity_) {
+    return make_error(Errc::kProtocol, "score ring write counter " + std::to_string(write) +
+                                           " is beyond capacity: read " + std::to_string(read_) +
+                                           ", capacity " + std::to_string(capacity_));
+  }
+  last_write_ = write;
+  const auto count = static_cast<std::size_t>(std::min<std::uint64_t>(write - read_, out.size()));
+  // Copy first, then validate the copy: the client may still scribble on the slot.
+  for (std::size_t i = 0; i < count; ++i) {
+    std::memcpy(&out[i], &slots_[(read_ + i) & mask_], sizeof(ScoreRecord));
+    if (out[i].count > kScoresPerRecord) {
+      return make_error(Errc::kProtocol, "score record " + std::to_string(read_ + i) +
+                                             " has count " + std::to_string(out[i].count) +
+                                             " > " + std::to_string(kScoresPerRecord));
+    }
+  }
+  read_ += count;
+  header_->consumer.read.store(read_, std::memory_order_release);
+  return count;
+}
+
+bool ScoreConsumer::announce_sleep() noexcept {
+  header_->consumer.consumer_waiting.store(1, std::memory_order_seq_cst);
+  if (header_->producer.write.load(std::memory_order_seq_cst) != read_) {
+    cancel_sleep();
+    return false;
+  }
+  return true;
+}
+
+void ScoreConsumer::cancel_sleep() noexcept {
+  header_->consumer.consumer_waiting.store(0, std::memory_order_relaxed);
+}
+
+std::uint64_t ScoreConsumer::dropped() const noexcept {
+  return header_->producer.dropped.load(std::memory_order_relaxed);
+}
+
+}  // namespace kvtier::shm

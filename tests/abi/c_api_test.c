@@ -1,0 +1,78 @@
+/* Compiled as C: the C ABI of libkvtier is usable from C. Without arguments it checks what
+ * needs no daemon; with a socket path it runs a client session against a live kvtierd. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kvtier/kvtier.h"
+
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      fprintf(stderr, "c_abi_test: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+      return 1;                                                            \
+    }                                                                      \
+  } while (0)
+
+static int offline(void) {
+  kvtier_connect_options options;
+  kvtier_client* client = NULL;
+  CHECK(strcmp(kvtier_status_string(KVTIER_OK), "ok") == 0);
+  CHECK(strcmp(kvtier_status_string(KVTIER_E_VERSION_MISMATCH), "version_mismatch") == 0);
+  CHECK(strcmp(kvtier_status_string((kvtier_status)999), "unknown") == 0);
+  kvtier_connect_options_init(&options);
+  CHECK(options.struct_size == sizeof(options));
+  options.socket_path = "/tmp/kvtier-c-abi-no-daemon.sock";
+  CHECK(kvtier_client_connect(&options, &client) == KVTIER_E_UNAVAILABLE);
+  CHECK(client == NULL);
+  CHECK(strstr(kvtier_client_last_error(NULL), "cannot connect") != NULL);
+  options.struct_size = 1; /* too small: refused, never read past */
+  CHECK(kvtier_client_connect(&options, &client) == KVTIER_E_INVALID_ARGUMENT);
+  return 0;
+}
+
+static int online(const char* socket_path) {
+  kvtier_connect_options options;
+  kvtier_model_geometry geometry;
+  kvtier_client* client = NULL;
+  kvtier_versions versions;
+  kvtier_plan plan;
+  kvtier_client_counters counters;
+  float scores[100];
+  uint32_t sequence = 0;
+  int i;
+  kvtier_connect_options_init(&options);
+  options.socket_path = socket_path;
+  options.client_name = "c-abi";
+  CHECK(kvtier_client_connect(&options, &client) == KVTIER_OK);
+  CHECK(kvtier_client_versions(client, &versions) == KVTIER_OK);
+  CHECK(versions.daemon_protocol_major == versions.client_protocol_major);
+  kvtier_model_geometry_init(&geometry);
+  geometry.num_layers = 2;
+  geometry.num_kv_heads = 1;
+  geometry.head_dim = 0; /* invalid */
+  geometry.pool_tokens = 16;
+  CHECK(kvtier_model_register(client, &geometry) == KVTIER_E_INVALID_ARGUMENT);
+  CHECK(strstr(kvtier_client_last_error(client), "head_dim") != NULL);
+  kvtier_client_free(client);
+
+  CHECK(kvtier_client_connect(&options, &client) == KVTIER_OK);
+  geometry.head_dim = 64;
+  CHECK(kvtier_model_register(client, &geometry) == KVTIER_OK);
+  CHECK(kvtier_sequence_open(client, 10, &sequence) == KVTIER_OK);
+  for (i = 0; i < 100; ++i) scores[i] = 0.01f;
+  CHECK(kvtier_scores_push(client, sequence, 0, 0, scores, 100) == KVTIER_OK);
+  CHECK(kvtier_plan_poll(client, 0, &plan) == KVTIER_E_TIMEOUT);
+  CHECK(kvtier_client_counters_get(client, &counters) == KVTIER_OK);
+  CHECK(counters.score_records_pushed == 2); /* 100 scores = 60 + 40 */
+  CHECK(kvtier_sequence_close(client, sequence) == KVTIER_OK);
+  CHECK(kvtier_sequence_close(client, sequence) == KVTIER_E_NOT_FOUND);
+  kvtier_client_free(client);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (offline() != 0) return 1;
+  if (argc > 1 && online(argv[1]) != 0) return 1;
+  printf("c_abi_test: ok\n");
+  return 0;
+}

@@ -1,0 +1,112 @@
+// decision_100k / decision_1m / decision_10m: one SequenceTiers::decide() over N tokens with
+// heavy-tailed random scores (tier::bench_scores: lognormal, σ = 2) vs one std::nth_element over
+// a copy of the same N floats, split at the same T0 cut (goals C2, C3 in
+// research/perf-anchors.md §9). Only decide() and only nth_element are timed: the copy and the
+// rollback() that restores the all-T0 state happen outside the clock. The two alternate in each
+// repeat (their order flips every repeat) and the medians are compared.
+//
+// Parameters: the defaults (β = 0.5, sink 4, window 128) with r = 3% (the paper's knob), so a
+// decision from the all-T0 state finds all three classes — about half the tokens move.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "harness.hpp"
+#include "kvtier/tier/bench_support.hpp"
+#include "kvtier/tier/sequence_tiers.hpp"
+
+namespace kvtier::bench {
+namespace {
+
+constexpr std::uint64_t kSeed = 42;
+
+struct DecisionSize {
+  const char* name;
+  std::uint32_t tokens;
+  int repeats;
+  int quick_repeats;  // 0: skipped in --quick
+};
+
+constexpr DecisionSize kSizes[] = {
+    {"decision_100k", 100'000, 51, 9},
+    {"decision_1m", 1'000'000, 21, 5},
+    {"decision_10m", 10'000'000, 7, 0},
+};
+
+tier::TierParams decision_params() {
+  tier::TierParams params;
+  params.evict_ratio = 0.03;
+  return params;
+}
+
+Status run_size(const DecisionSize& size, const RunConfig& config, Reporter& reporter) {
+  const int repeats = config.quick ? size.quick_repeats : size.repeats;
+  if (repeats == 0) {
+    reporter.progress(size.name, "skipped in --quick");
+    return {};
+  }
+  const std::vector<float> scores = tier::bench_scores(size.tokens, kSeed);
+  auto sequence = tier::bench_sequence(scores, decision_params());
+  if (!sequence) return tl::unexpected(sequence.error());
+
+  std::vector<float> copy;
+  std::vector<double> decide_seconds;
+  std::vector<double> nth_seconds;
+  std::size_t moves = 0;
+  std::size_t cut = 0;
+  const auto time_decide = [&](bool keep) {
+    const auto start = Clock::now();
+    const tier::Decision& decision = sequence->decide();
+    const auto end = Clock::now();
+    moves = decision.moves.size();
+    // nth_element splits where decide() splits T0 from the rest: below the top n_hbm survivors.
+    cut = std::min<std::size_t>(size.tokens - 1, size.tokens - std::min(size.tokens, decision.hbm_budget));
+    sequence->rollback();
+    if (keep) decide_seconds.push_back(seconds_between(start, end));
+  };
+  const auto time_nth = [&](bool keep) {
+    copy.assign(scores.begin(), scores.end());
+    const auto start = Clock::now();
+    std::nth_element(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(cut), copy.end());
+    const auto end = Clock::now();
+    do_not_optimize(copy[cut]);
+    if (keep) nth_seconds.push_back(seconds_between(start, end));
+  };
+  time_decide(false);  // warm-up (and learns the cut for nth_element)
+  time_nth(false);
+  for (int r = 0; r < repeats; ++r) {
+    if (r % 2 == 0) {
+      time_decide(true);
+      time_nth(true);
+    } else {
+      time_nth(true);
+      time_decide(true);
+    }
+  }
+  const double decide_ms = median(decide_seconds) * 1e3;
+  const double nth_ms = median(nth_seconds) * 1e3;
+  char note[160];
+  std::snprintf(note, sizeof(note), "%u tokens, %zu moves, %d repeats; decide %.2f ns/token",
+                size.tokens, moves, repeats, decide_ms * 1e6 / size.tokens);
+  reporter.progress(size.name, note);
+  reporter.report(Measure{size.name, nth_ms > 0 ? decide_ms / nth_ms : 0.0,
+                          Figure{"decide", decide_ms, "ms"}, Figure{"nth_element", nth_ms, "ms"},
+                          "<=1.0"});
+  return {};
+}
+
+}  // namespace
+
+void register_decision(Registry& registry) {
+  for (const DecisionSize& size : kSizes) {
+    registry.add(size.name,
+                 "SequenceTiers::decide() over " + std::to_string(size.tokens) +
+                     " lognormal scores vs one std::nth_element on a copy",
+                 [&size](const RunConfig& config, Reporter& reporter) {
+                   return run_size(size, config, reporter);
+                 });
+  }
+}
+
+}  // namespace kvtier::bench

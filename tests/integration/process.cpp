@@ -1,0 +1,135 @@
+#include "process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace kvtier::testing {
+namespace fs = std::filesystem;
+
+ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv, const fs::path& log_path,
+                                 std::optional<uid_t> run_as) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    if (!log_path.empty()) {
+      const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    if (run_as && (::setgid(*run_as) != 0 || ::setuid(*run_as) != 0)) ::_exit(126);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  return ChildProcess(pid);
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept : pid_(other.pid_), status_(other.status_) { other.pid_ = -1; }
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && !status_) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+}
+
+void ChildProcess::signal(int signo) const { ::kill(pid_, signo); }
+
+std::optional<int> ChildProcess::wait(std::chrono::milliseconds timeout) {
+  if (status_) return status_;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return status_;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    ::usleep(5'000);
+  }
+}
+
+bool ChildProcess::running() { return !wait(std::chrono::milliseconds(0)).has_value(); }
+
+CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+  char path[] = "/tmp/kvtier-cmd-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ::close(fd);
+  CommandResult result;
+  {
+    ChildProcess child = ChildProcess::spawn(argv, path);
+    result.exit_code = child.wait(timeout).value_or(-1);
+  }
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  result.out = ss.str();
+  ::unlink(path);
+  return result;
+}
+
+DaemonUnderTest::DaemonUnderTest(const std::string& test_name, std::vector<std::string> extra_args) {
+  char tmpl[] = "/tmp/kvtier-it-XXXXXX";
+  dir_ = ::mkdtemp(tmpl);
+  ::chmod(dir_.c_str(), 0755);
+  socket_ = dir_ / "kvtierd.sock";
+  prefix_ = "kvt-" + std::to_string(::getpid()) + "-" + test_name.substr(0, 12);
+  for (auto& c : prefix_) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '-';
+  }
+  std::vector<std::string> argv = {KVTIER_TEST_KVTIERD,
+                                   "--set", "daemon.runtime_dir=" + dir_.string(),
+                                   "--set", "daemon.shm_prefix=" + prefix_,
+                                   "--set", "daemon.log_level=debug"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  process_.emplace(ChildProcess::spawn(argv, dir_ / "kvtierd.log"));
+  const bool up = eventually([&] { return ctl({"version"}).exit_code == 0 || !process_->running(); });
+  if (!up || !process_->running()) throw std::runtime_error("kvtierd did not start: " + log());
+}
+
+DaemonUnderTest::~DaemonUnderTest() {
+  if (process_ && process_->running()) {
+    process_->signal(SIGTERM);
+    if (!process_->wait(std::chrono::seconds(10))) process_->signal(SIGKILL);
+  }
+  process_.reset();
+  std::error_code ignored;
+  fs::remove_all(dir_, ignored);
+}
+
+std::string DaemonUnderTest::log() const {
+  std::ifstream in(dir_ / "kvtierd.log");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> DaemonUnderTest::segments() const {
+  std::vector<std::string> out;
+  for (const auto& entry : fs::directory_iterator("/dev/shm")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix_ + "-", 0) == 0) out.push_back(name);
+  }
+  return out;
+}
+
+CommandResult DaemonUnderTest::ctl(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {KVTIER_TEST_KVTIERCTL, "--socket", socket_.string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv);
+}
+
+}  // namespace kvtier::testing

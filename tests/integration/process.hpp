@@ -1,0 +1,80 @@
+// Test support: real child processes (kvtierd, kvtier-workload, kvtierctl, the C ABI test) and
+// a per-test daemon in its own runtime directory and shm prefix, so `ctest -j` is safe.
+#pragma once
+
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvtier::testing {
+
+// A spawned child; SIGKILLed and reaped on destruction if still running.
+class ChildProcess {
+ public:
+  // stdout/stderr go to `log_path` when given (so a test can read them), else inherited.
+  static ChildProcess spawn(const std::vector<std::string>& argv, const std::filesystem::path& log_path = {},
+                            std::optional<uid_t> run_as = std::nullopt);
+  ChildProcess(ChildProcess&& other) noexcept;
+  ChildProcess& operator=(ChildProcess&&) = delete;
+  ~ChildProcess();
+
+  pid_t pid() const { return pid_; }
+  void signal(int signo) const;
+  // Exit status (0-255), 128+signal when killed, nullopt on timeout.
+  std::optional<int> wait(std::chrono::milliseconds timeout);
+  bool running();
+
+ private:
+  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr
+};
+
+// Runs a command to completion (with a timeout) and captures its output.
+CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// Polls `condition` every 20 ms until true or `timeout`.
+template <class Fn>
+bool eventually(Fn&& condition, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    ::usleep(20'000);
+  }
+  return condition();
+}
+
+// A real kvtierd for one test: unique runtime dir under /tmp and unique shm prefix.
+class DaemonUnderTest {
+ public:
+  explicit DaemonUnderTest(const std::string& test_name, std::vector<std::string> extra_args = {});
+  ~DaemonUnderTest();
+
+  const std::filesystem::path& socket() const { return socket_; }
+  const std::string& shm_prefix() const { return prefix_; }
+  const std::filesystem::path& dir() const { return dir_; }
+  std::string log() const;
+  // Names in /dev/shm that belong to this daemon.
+  std::vector<std::string> segments() const;
+  ChildProcess& process() { return *process_; }
+
+  CommandResult ctl(const std::vector<std::string>& args) const;
+
+ private:
+  std::filesystem::path dir_;
+  std::filesystem::path socket_;
+  std::string prefix_;
+  std::optional<ChildProcess> process_;
+};
+
+}  // namespace kvtier::testing

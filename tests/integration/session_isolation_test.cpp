@@ -1,0 +1,191 @@
+// Bad peers end only their own session: version mismatch, malformed and oversized frames,
+// requests out of order, bad geometry, admin requests from non-admin peers, limits.
+#include <signal.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "kvtier/protocol/version.hpp"
+#include "kvtier/shm/layout.hpp"
+#include "process.hpp"
+#include "raw_peer.hpp"
+
+namespace kvtier::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string test_name() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
+
+// The daemon still serves a well-behaved client after whatever the test did.
+void expect_daemon_healthy(const DaemonUnderTest& daemon) {
+  const CommandResult result = run_command(
+      {KVTIER_TEST_WORKLOAD, "--socket", daemon.socket().string(), "--name", "healthy", "--steps", "10"});
+  EXPECT_EQ(result.exit_code, 0) << result.out << daemon.log();
+}
+
+Error error_of(protocol::MessageIn& message) {
+  auto root = message.root<wire::DaemonMessage>();
+  EXPECT_EQ(root.which(), wire::DaemonMessage::ERROR);
+  return Error{static_cast<Errc>(root.getError().getCode()), root.getError().getMessage().cStr()};
+}
+
+void hello_ok(RawPeer& peer, wire::SessionRole role = wire::SessionRole::ENGINE) {
+  peer.send_hello(protocol::kProtocolMajor, protocol::kProtocolMinor, shm::kLayoutVersion, shm::kLayoutFingerprint, role);
+  auto welcome = peer.receive();
+  ASSERT_TRUE(welcome);
+  ASSERT_EQ(welcome->root<wire::DaemonMessage>().which(), wire::DaemonMessage::WELCOME);
+}
+
+TEST(SessionIsolation, ProtocolMajorMismatchIsRefusedNamingBothVersions) {
+  DaemonUnderTest daemon(test_name());
+  RawPeer peer(daemon.socket());
+  peer.send_hello(99, 3, shm::kLayoutVersion, shm::kLayoutFingerprint);
+  auto reply = peer.receive();
+  ASSERT_TRUE(reply);
+  auto root = reply->root<wire::DaemonMessage>();
+  ASSERT_EQ(root.which(), wire::DaemonMessage::VERSION_MISMATCH);
+  auto mismatch = root.getVersionMismatch();
+  EXPECT_EQ(mismatch.getDaemonProtocolMajor(), protocol::kProtocolMajor);
+  EXPECT_EQ(mismatch.getClientProtocolMajor(), 99);
+  EXPECT_THAT(std::string(mismatch.getMessage().cStr()), HasSubstr("daemon speaks protocol 1.0"));
+  EXPECT_THAT(std::string(mismatch.getMessage().cStr()), HasSubstr("client speaks protocol 99.3"));
+  EXPECT_TRUE(peer.closed_by_daemon());
+  expect_daemon_healthy(daemon);
+}
+
+TEST(SessionIsolation, LayoutFingerprintMismatchIsRefused) {
+  DaemonUnderTest daemon(test_name());
+  RawPeer peer(daemon.socket());
+  peer.send_hello(protocol::kProtocolMajor, protocol::kProtocolMinor, shm::kLayoutVersion, 0xdeadbeef);
+  auto reply = peer.receive();
+  ASSERT_TRUE(reply);
+  auto mismatch = reply->root<wire::DaemonMessage>().getVersionMismatch();
+  EXPECT_EQ(mismatch.getClientLayoutFingerprint(), 0xdeadbeefu);
+  EXPECT_EQ(mismatch.getDaemonLayoutFingerprint(), shm::kLayoutFingerprint);
+  EXPECT_TRUE(peer.closed_by_daemon());
+}
+
+TEST(SessionIsolation, OversizedFrameEndsOnlyThatSession) {
+  DaemonUnderTest daemon(test_name());
+  RawPeer good(daemon.socket());
+  hello_ok(good, wire::SessionRole::ADMIN);
+  RawPeer bad(daemon.socket());
+  bad.send_bytes({std::byte{0xf8}, std::byte{0xff}, std::byte{0xff}, std::byte{0x7f}});  // ~2 GiB announced
+  auto reply = bad.receive();
+  ASSERT_TRUE(reply);
+  const Error error = error_of(*reply);
+  EXPECT_EQ(error.code, Errc::kLimitExceeded);
+  EXPECT_THAT(error.message, HasSubstr("exceeds limit"));
+  EXPECT_TRUE(bad.closed_by_daemon());
+  // The other session is untouched.
+  capnp::MallocMessageBuilder status;
+  status.initRoot<wire::ClientMessage>().initStatusRequest();
+  good.send(status);
+  auto answer = good.receive();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->root<wire::DaemonMessage>().which(), wire::DaemonMessage::STATUS_REPLY);
+  expect_daemon_healthy(daemon);
+}
+
+TEST(SessionIsolation, GarbagePayloadIsAProtocolError) {
+  DaemonUnderTest daemon(test_name());
+  RawPeer bad(daemon.socket());
+  std::vector<std::byte> frame = {std::byte{16}, std::byte{0}, std::byte{0}, std::byte{0}};
+  for (int i = 0; i < 16; ++i) frame.push_back(std::byte{0xab});
+  bad.send_bytes(frame);
+  auto reply = bad.receive();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(error_of(*reply).code, Errc::kProtocol);
+  EXPECT_TRUE(bad.closed_by_daemon());
+  expect_daemon_healthy(daemon);
+}
+
+TEST(SessionIsolation, RequestBeforeHelloIsRefused) {
+  DaemonUnderTest daemon(test_name());
+  RawPeer bad(daemon.socket());
+  capnp::MallocMessageBuilder open;
+  open.initRoot<wire::ClientMessage>().initOpenSequence().setPromptLength(5);
+  bad.send(open);
+  auto reply = bad.receive();
+  ASSERT_TRUE(reply);
+  const Error error = error_of(*reply);
+  EXPECT_EQ(error.code, Errc::kProtocol);
+  EXPECT_THAT(error.message, HasSubstr("first message must be Hello"));
+  EXPECT_TRUE(bad.closed_by_daemon());
+}
+
+TEST(SessionIsolation, AbsurdGeometryIsRefusedWithAClearError) {
+  DaemonUnderTest daemon(test_name());
+  RawPeer peer(daemon.socket());
+  hello_ok(peer);
+  capnp::MallocMessageBuilder reg;
+  auto r = reg.initRoot<wire::ClientMessage>().initRegisterModel();
+  r.setNumLayers(0);
+  r.setNumKvHeads(8);
+  r.setHeadDim(128);
+  r.setPoolTokens(1024);
+  peer.send(reg);
+  auto reply = peer.receive();
+  ASSERT_TRUE(reply);
+  const Error error = error_of(*reply);
+  EXPECT_EQ(error.code, Errc::kInvalidArgument);
+  EXPECT_THAT(error.message, HasSubstr("bad KV geometry"));
+  EXPECT_THAT(error.message, HasSubstr("num_layers"));
+  expect_daemon_healthy(daemon);
+}
+
+TEST(SessionIsolation, PoolBeyondThePerClientLimitIsRefused) {
+  DaemonUnderTest daemon(test_name(), {"--set", "limits.max_pool_bytes_per_client=1048576"});
+  RawPeer peer(daemon.socket());
+  hello_ok(peer);
+  capnp::MallocMessageBuilder reg;
+  auto r = reg.initRoot<wire::ClientMessage>().initRegisterModel();
+  r.setNumLayers(32);
+  r.setNumKvHeads(8);
+  r.setHeadDim(128);
+  r.setDtype(wire::KvDtype::BF16);
+  r.setPoolTokens(4096);
+  peer.send(reg);
+  auto reply = peer.receive();
+  ASSERT_TRUE(reply);
+  const Error error = error_of(*reply);
+  EXPECT_EQ(error.code, Errc::kLimitExceeded);
+  EXPECT_THAT(error.message, HasSubstr("limits.max_pool_bytes_per_client=1048576"));
+}
+
+TEST(SessionIsolation, ClientsBeyondMaxClientsAreRefused) {
+  DaemonUnderTest daemon(test_name(), {"--set", "limits.max_clients=1"});
+  RawPeer first(daemon.socket());
+  hello_ok(first);
+  RawPeer second(daemon.socket());
+  second.send_hello(protocol::kProtocolMajor, protocol::kProtocolMinor, shm::kLayoutVersion, shm::kLayoutFingerprint);
+  auto reply = second.receive();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(error_of(*reply).code, Errc::kLimitExceeded);
+}
+
+TEST(SessionIsolation, AdminStatusIsRefusedForANonAdminPeer) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a peer under another uid";
+  DaemonUnderTest daemon(test_name(), {"--set", "daemon.admin_group=kvtier-no-such-group"});
+  ::chmod(daemon.socket().c_str(), 0666);  // let uid 65534 reach the socket; credentials decide
+  const CommandResult result = [&] {
+    char path[] = "/tmp/kvtier-ctl-XXXXXX";
+    ::close(::mkstemp(path));
+    ::chmod(path, 0666);
+    ChildProcess child = ChildProcess::spawn({KVTIER_TEST_KVTIERCTL, "--socket", daemon.socket().string(), "status"},
+                                             path, 65534);
+    CommandResult r{child.wait(std::chrono::seconds(10)).value_or(-1), {}};
+    r.out = run_command({"/bin/cat", path}).out;
+    ::unlink(path);
+    return r;
+  }();
+  EXPECT_EQ(result.exit_code, 1) << result.out;
+  EXPECT_THAT(result.out, HasSubstr("permission_denied"));
+  EXPECT_THAT(result.out, HasSubstr("uid 65534 is neither root nor in admin group"));
+  EXPECT_EQ(daemon.ctl({"status"}).exit_code, 0);  // root still is admin
+}
+
+}  // namespace
+}  // namespace kvtier::testing
