@@ -17,6 +17,15 @@ const char* dtype_name(kvtier_dtype dtype) {
   return "?";
 }
 
+const char* mode_name(kvtier_eviction_mode mode) {
+  switch (mode) {
+    case KVTIER_EVICT_CUMULATIVE: return "cumulative";
+    case KVTIER_EVICT_PAPER_ALGORITHM: return "paper-algorithm";
+    case KVTIER_EVICT_PAPER_PROTOTYPE: return "paper-prototype";
+  }
+  return "?";
+}
+
 int exit_code_for(kvtier_status status) {
   switch (status) {
     case KVTIER_OK: return kExitOk;
@@ -122,6 +131,10 @@ void write_status_json(const kvtier_daemon_status& s) {
       j.key("t1").value(std::uint64_t{q.tokens_t1});
       j.key("t2").value(std::uint64_t{q.tokens_t2});
       j.key("t3").value(std::uint64_t{q.tokens_t3});
+      j.key("destroyed_fraction").value(q.destroyed_fraction);
+      j.key("hbm_ratio").value(q.hbm_ratio);
+      j.key("evict_ratio").value(q.evict_ratio);
+      j.key("eviction_mode").value(mode_name(q.mode));
       j.end_object();
     }
     j.end_array();
@@ -147,11 +160,13 @@ void print_status_text(const kvtier_daemon_status& s) {
                 c.pool_slots_used, c.pool_slots, static_cast<unsigned long long>(c.score_records),
                 static_cast<unsigned long long>(c.scores_dropped), static_cast<unsigned long long>(c.plans_sent),
                 static_cast<unsigned long long>(c.plans_acked), static_cast<unsigned long long>(c.errors));
-    std::printf("  %8s %8s %8s %8s %8s %8s %8s\n", "sequence", "prompt", "tokens", "T0", "T1", "T2", "T3");
+    std::printf("  %8s %7s %7s %7s %7s %7s %7s %9s %5s %5s %s\n", "sequence", "prompt", "tokens", "T0", "T1", "T2",
+                "T3", "destroyed", "beta", "r", "mode");
     for (std::size_t k = 0; k < c.sequence_count; ++k) {
       const kvtier_sequence_info& q = c.sequences[k];
-      std::printf("  %8u %8u %8u %8u %8u %8u %8u\n", q.sequence_id, q.prompt_length, q.tokens, q.tokens_t0,
-                  q.tokens_t1, q.tokens_t2, q.tokens_t3);
+      std::printf("  %8u %7u %7u %7u %7u %7u %7u %8.1f%% %5.2f %5.2f %s\n", q.sequence_id, q.prompt_length, q.tokens,
+                  q.tokens_t0, q.tokens_t1, q.tokens_t2, q.tokens_t3, 100.0 * q.destroyed_fraction, q.hbm_ratio,
+                  q.evict_ratio, mode_name(q.mode));
     }
   }
 }

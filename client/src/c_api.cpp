@@ -125,10 +125,34 @@ kvtier_status kvtier_model_register(kvtier_client* client, const kvtier_model_ge
   });
 }
 
+void kvtier_sequence_options_init(kvtier_sequence_options* options) {
+  if (options == nullptr) return;
+  std::memset(options, 0, sizeof(*options));
+  options->struct_size = sizeof(*options);
+  options->use_defaults = 1;
+  options->sink_tokens = 4;
+  options->window_tokens = 128;
+  options->interval = 64;
+  options->hbm_ratio = 0.5;
+  options->decay = 1.0;
+  options->mode = KVTIER_EVICT_CUMULATIVE;
+}
+
 kvtier_status kvtier_sequence_open(kvtier_client* client, uint32_t prompt_length, uint32_t* out_sequence) {
+  kvtier_sequence_options options;
+  kvtier_sequence_options_init(&options);
+  options.prompt_length = prompt_length;
+  return kvtier_sequence_open_with(client, &options, out_sequence);
+}
+
+kvtier_status kvtier_sequence_open_with(kvtier_client* client, const kvtier_sequence_options* options,
+                                        uint32_t* out_sequence) {
   return guarded(client, [&](kvtier::client::Client& c) {
     if (out_sequence == nullptr) return fail(client, {kvtier::Errc::kInvalidArgument, "out_sequence is NULL"});
-    auto id = c.open_sequence(prompt_length);
+    if (options == nullptr || options->struct_size < sizeof(kvtier_sequence_options)) {
+      return fail(client, {kvtier::Errc::kInvalidArgument, "options is NULL or its struct_size is too small"});
+    }
+    auto id = c.open_sequence(*options);
     if (!id) return fail(client, id.error());
     *out_sequence = *id;
     return KVTIER_OK;
@@ -174,6 +198,69 @@ kvtier_status kvtier_plan_ack(kvtier_client* client, uint64_t epoch, int applied
   return guarded(client, [&](kvtier::client::Client& c) {
     auto ok = c.ack_plan(epoch, applied != 0);
     return ok ? KVTIER_OK : fail(client, ok.error());
+  });
+}
+
+void kvtier_kv_layout_init(kvtier_kv_layout* layout) {
+  if (layout == nullptr) return;
+  std::memset(layout, 0, sizeof(*layout));
+  layout->struct_size = sizeof(*layout);
+  layout->dtype = KVTIER_DTYPE_BF16;
+  layout->block_size = 1;
+  layout->backend = KVTIER_BACKEND_CPU;
+}
+
+kvtier_status kvtier_sequence_attach_cache(kvtier_client* client, uint32_t sequence, const kvtier_kv_layout* layout) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    if (layout == nullptr || layout->struct_size < sizeof(kvtier_kv_layout)) {
+      return fail(client, {kvtier::Errc::kInvalidArgument, "layout is NULL or its struct_size is too small"});
+    }
+    auto ok = c.attach_cache(sequence, *layout);
+    return ok ? KVTIER_OK : fail(client, ok.error());
+  });
+}
+
+kvtier_status kvtier_sequence_step_end(kvtier_client* client, uint32_t sequence, uint32_t step) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    auto ok = c.step_end(sequence, step);
+    return ok ? KVTIER_OK : fail(client, ok.error());
+  });
+}
+
+kvtier_status kvtier_plan_execute(kvtier_client* client, const kvtier_plan* plan, const uint32_t* hbm_slots) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    if (plan == nullptr || (hbm_slots == nullptr && plan->move_count != 0)) {
+      return fail(client, {kvtier::Errc::kInvalidArgument, "plan or hbm_slots is NULL"});
+    }
+    auto cache = c.cache(plan->sequence);
+    if (!cache) return fail(client, cache.error());
+    auto ok = (*cache)->execute(*plan, std::span(hbm_slots, plan->move_count));
+    return ok ? KVTIER_OK : fail(client, ok.error());
+  });
+}
+
+kvtier_status kvtier_sequence_t1_rows(const kvtier_client* client, uint32_t sequence, size_t* out_rows,
+                                      size_t* out_bytes) {
+  if (client == nullptr || !client->impl || out_rows == nullptr || out_bytes == nullptr) {
+    return KVTIER_E_INVALID_ARGUMENT;
+  }
+  auto cache = client->impl->cache(sequence);
+  if (!cache) return to_status(cache.error().code);
+  *out_rows = (*cache)->t1_rows();
+  *out_bytes = (*cache)->stage_bytes();
+  return KVTIER_OK;
+}
+
+kvtier_status kvtier_stage_layer(kvtier_client* client, uint32_t sequence, uint32_t layer, kvtier_staging_order order,
+                                 void* buffer, size_t capacity, kvtier_staged_layer* out) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    if (out == nullptr) return fail(client, {kvtier::Errc::kInvalidArgument, "out is NULL"});
+    auto cache = c.cache(sequence);
+    if (!cache) return fail(client, cache.error());
+    auto staged = (*cache)->stage(layer, order, buffer, capacity);
+    if (!staged) return fail(client, staged.error());
+    *out = *staged;
+    return KVTIER_OK;
   });
 }
 

@@ -140,10 +140,26 @@ Status Client::register_model(const kvtier_model_geometry& geometry) {
   });
 }
 
-Result<std::uint32_t> Client::open_sequence(std::uint32_t prompt_length) {
+Result<std::uint32_t> Client::open_sequence(const kvtier_sequence_options& o) {
   if (auto ok = require_engine("open_sequence"); !ok) return tl::unexpected(ok.error());
   capnp::MallocMessageBuilder message;
-  message.initRoot<wire::ClientMessage>().initOpenSequence().setPromptLength(prompt_length);
+  auto open = message.initRoot<wire::ClientMessage>().initOpenSequence();
+  open.setPromptLength(o.prompt_length);
+  auto t = open.initTiering();
+  t.setUseDefaults(o.use_defaults != 0);
+  if (o.use_defaults == 0) {
+    t.setSinkTokens(o.sink_tokens);
+    t.setWindowTokens(o.window_tokens);
+    t.setInterval(o.interval);
+    t.setHbmRatio(o.hbm_ratio);
+    t.setEvictRatio(o.evict_ratio);
+    t.setHysteresis(o.hysteresis);
+    t.setDecay(o.decay);
+    t.setHbmTokens(o.hbm_tokens);
+    t.setEvictTokens(o.evict_tokens);
+    if (o.mode > KVTIER_EVICT_PAPER_PROTOTYPE) return make_error(Errc::kInvalidArgument, "unknown eviction mode");
+    t.setMode(static_cast<wire::EvictionMode>(o.mode));
+  }
   auto reply = request(message);
   if (!reply) return tl::unexpected(reply.error());
   return protocol::capture_protocol_errors([&]() -> Result<std::uint32_t> {
@@ -154,6 +170,7 @@ Result<std::uint32_t> Client::open_sequence(std::uint32_t prompt_length) {
 }
 
 Status Client::close_sequence(std::uint32_t sequence) {
+  caches_.erase(sequence);
   capnp::MallocMessageBuilder message;
   message.initRoot<wire::ClientMessage>().initCloseSequence().setSequenceId(sequence);
   auto reply = request(message);
@@ -234,6 +251,39 @@ Status Client::ack_plan(std::uint64_t epoch, bool applied) {
   return {};
 }
 
+Status Client::step_end(std::uint32_t sequence, std::uint32_t step) {
+  if (auto ok = require_engine("step_end"); !ok) return ok;
+  shm::ScoreRecord marker{};  // count 0: the step-end marker
+  marker.sequence = sequence;
+  marker.step = step;
+  switch (rings_->scores.push(marker)) {
+    case shm::PushResult::kPushed: break;
+    case shm::PushResult::kPushedWake: ring_doorbell(); break;
+    case shm::PushResult::kDropped: ++counters_.score_records_dropped; return {};
+  }
+  ++counters_.score_records_pushed;
+  return {};
+}
+
+Status Client::attach_cache(std::uint32_t sequence, const kvtier_kv_layout& layout) {
+  if (!pool_view_) return make_error(Errc::kBadState, "attach_cache before register_model");
+  const shm::PoolView& pool = *pool_view_;
+  const shm::PoolGeometry& g = pool.geometry();
+  const kernels::PoolView view{pool.rows().data(), g.row_bytes(), g.layer_stride(), g.slots, g.num_layers};
+  auto cache = SequenceCache::create(layout, view);
+  if (!cache) return tl::unexpected(cache.error());
+  caches_[sequence] = std::move(*cache);
+  return {};
+}
+
+Result<SequenceCache*> Client::cache(std::uint32_t sequence) const {
+  auto it = caches_.find(sequence);
+  if (it == caches_.end()) {
+    return make_error(Errc::kBadState, "sequence " + std::to_string(sequence) + " has no attached cache");
+  }
+  return it->second.get();
+}
+
 kvtier_client_counters Client::counters() const {
   kvtier_client_counters out = counters_;
   out.struct_size = sizeof(out);
@@ -276,7 +326,9 @@ Result<kvtier_daemon_status*> Client::daemon_status() {
       auto& seqs = holder->sequence_storage.emplace_back();
       for (auto s : c.getSequences()) {
         seqs.push_back(kvtier_sequence_info{s.getSequenceId(), s.getPromptLength(), s.getTokens(), s.getTokensT0(),
-                                            s.getTokensT1(), s.getTokensT2(), s.getTokensT3()});
+                                            s.getTokensT1(), s.getTokensT2(), s.getTokensT3(),
+                                            s.getDestroyedFraction(), s.getHbmRatio(), s.getEvictRatio(),
+                                            static_cast<kvtier_eviction_mode>(s.getMode())});
       }
       holder->client_storage.push_back(info);
     }

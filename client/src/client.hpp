@@ -7,12 +7,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "connection.hpp"
+#include "sequence_cache.hpp"
 #include "kvtier/kvtier.h"
 #include "kvtier/protocol/control.capnp.h"
 #include "kvtier/shm/control_segment.hpp"
@@ -36,13 +39,17 @@ class Client {
 
   const kvtier_versions& versions() const { return versions_; }
   Status register_model(const kvtier_model_geometry& geometry);
-  Result<std::uint32_t> open_sequence(std::uint32_t prompt_length);
+  Result<std::uint32_t> open_sequence(const kvtier_sequence_options& options);
   Status close_sequence(std::uint32_t sequence);
   Status push_scores(std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
                      std::span<const float> values);
   // Next complete plan; nullopt after `timeout` without one.
   Result<std::optional<kvtier_plan>> poll_plan(std::chrono::milliseconds timeout);
   Status ack_plan(std::uint64_t epoch, bool applied);
+  Status step_end(std::uint32_t sequence, std::uint32_t step);
+  Status attach_cache(std::uint32_t sequence, const kvtier_kv_layout& layout);
+  // The sequence's cache, or kBadState when attach_cache was not called for it.
+  Result<SequenceCache*> cache(std::uint32_t sequence) const;
   Result<kvtier_daemon_status*> daemon_status();
   kvtier_client_counters counters() const;
 
@@ -67,6 +74,7 @@ class Client {
   shm::UniqueFd doorbell_;
   std::optional<shm::Mapping> pool_;
   std::optional<shm::PoolView> pool_view_;
+  std::map<std::uint32_t, std::unique_ptr<SequenceCache>> caches_;
   std::vector<shm::PlanRecord> plan_records_;
   std::vector<kvtier_plan_move> plan_moves_;
   std::uint64_t last_acked_ = 0;

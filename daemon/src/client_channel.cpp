@@ -2,8 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
-#include <cmath>
 
 namespace kvtier::daemon {
 namespace {
@@ -30,30 +30,60 @@ ClientChannel::~ClientChannel() {
 
 void ClientChannel::set_pool(shm::Segment pool, const shm::PoolGeometry& geometry) {
   pool_ = std::move(pool);
-  geometry_ = geometry;
+  allocator_.emplace(geometry.slots);
 }
 
-void ClientChannel::open_sequence(std::uint32_t sequence_id, std::uint32_t prompt_length) {
-  sequences_[sequence_id] = Sequence{prompt_length, prompt_length};
+void ClientChannel::open_sequence(std::uint32_t sequence_id, std::uint32_t prompt_length,
+                                  const tier::TierParams& params) {
+  // Parameters were validated by the session; max_tokens bounds what scores may address.
+  auto tiers = tier::SequenceTiers::create(prompt_length, params, config_.limits.max_tokens_per_sequence);
+  if (!tiers) return fail(tiers.error());
+  sequences_.emplace(sequence_id, Sequence{std::move(*tiers), {}, std::nullopt});
 }
 
 void ClientChannel::close_sequence(std::uint32_t sequence_id) {
   service();  // records pushed before the close still count
-  sequences_.erase(sequence_id);
+  auto it = sequences_.find(sequence_id);
+  if (it == sequences_.end()) return;
+  if (pending_ && pending_->sequence == sequence_id) {
+    // The client closed the sequence: it reads none of these rows any more.
+    if (auto ok = pending_->transaction.rollback(); !ok) return fail(ok.error());
+    pending_.reset();
+  }
+  release_slots(it->second);
+  sequences_.erase(it);
+  std::erase(owed_, sequence_id);
+  service();  // another sequence may have been waiting for the outstanding plan
+}
+
+void ClientChannel::release_slots(Sequence& sequence) {
+  for (std::uint32_t position = 0; position < sequence.slots.size(); ++position) {
+    const std::uint32_t slot = sequence.slots.slot_of(position);
+    if (slot != tier::kNoSlot) (void)allocator_->release(slot);
+  }
 }
 
 ClientSnapshot ClientChannel::snapshot() const {
   ClientSnapshot out;
   out.client_id = client_id_;
+  out.pool_slots_used = allocator_ ? allocator_->used() : 0;
   out.score_records = score_records_;
   out.scores_dropped = rings_.scores.dropped();
+  out.plans_sent = plans_sent_;
+  out.plans_acked = plans_acked_;
   out.errors = errors_;
   for (const auto& [id, seq] : sequences_) {
+    const tier::SequenceTiers& t = seq.tiers;
     SequenceSnapshot s;
     s.sequence_id = id;
-    s.prompt_length = seq.prompt_length;
-    s.tokens = seq.tokens;
-    s.tokens_t0 = seq.tokens;
+    s.prompt_length = t.prompt_length();
+    s.tokens = t.length() - t.count(tier::Tier::kT3);
+    s.tokens_t0 = t.count(tier::Tier::kT0);
+    s.tokens_t1 = t.count(tier::Tier::kT1);
+    s.tokens_t2 = t.count(tier::Tier::kT2);
+    s.tokens_t3 = t.count(tier::Tier::kT3);
+    s.destroyed_fraction = t.destroyed_fraction();
+    s.params = t.params();
     out.sequences.push_back(s);
   }
   return out;
@@ -62,9 +92,11 @@ ClientSnapshot ClientChannel::snapshot() const {
 void ClientChannel::service() {
   if (failed_) return;
   for (;;) {
-    if (auto drained = drain_scores(); !drained) return fail(drained.error());
+    if (auto ok = drain_scores(); !ok) return fail(ok.error());
+    if (auto ok = resolve_acks(); !ok) return fail(ok.error());
+    if (auto ok = decide_owed(); !ok) return fail(ok.error());
     // Sleep only when both rings are idle; announce_sleep re-checks after raising the flag so a
-    // push racing with it is never missed (the client then rings the doorbell).
+    // push or ack racing with it is never missed (the client then rings the doorbell).
     if (!rings_.scores.announce_sleep()) continue;
     if (!rings_.plans.announce_sleep()) {
       rings_.scores.cancel_sleep();
@@ -104,26 +136,129 @@ Status ClientChannel::ingest(const shm::ScoreRecord& record) {
   if (it == sequences_.end()) {
     return make_error(Errc::kNotFound, "score record for unknown sequence " + std::to_string(record.sequence));
   }
-  const std::uint64_t end = std::uint64_t{record.first_position} + record.count;
-  if (end > config_.limits.max_tokens_per_sequence) {
-    return make_error(Errc::kInvalidArgument, "score record for positions [" + std::to_string(record.first_position) +
-                                                  ", " + std::to_string(end) + ") beyond limits.max_tokens_per_sequence=" +
-                                                  std::to_string(config_.limits.max_tokens_per_sequence));
+  if (record.count == 0) return end_step(record.sequence, it->second, record.step);
+  auto added = it->second.tiers.add_scores(record.first_position, std::span(record.values, record.count));
+  if (!added) {
+    return make_error(added.error().code, "sequence " + std::to_string(record.sequence) + ": " + added.error().message);
   }
-  for (std::uint32_t i = 0; i < record.count; ++i) {
-    const float v = record.values[i];
-    if (!std::isfinite(v) || v < 0.0f) {
-      return make_error(Errc::kInvalidArgument, "score " + std::to_string(v) + " at position " +
-                                                    std::to_string(record.first_position + i) + " of sequence " +
-                                                    std::to_string(record.sequence) + " is not a finite non-negative number");
+  return {};
+}
+
+Status ClientChannel::end_step(std::uint32_t sequence_id, Sequence& sequence, std::uint32_t step) {
+  if (sequence.last_step && step <= *sequence.last_step) {
+    return make_error(Errc::kInvalidArgument, "sequence " + std::to_string(sequence_id) + ": step " +
+                                                  std::to_string(step) + " ended after step " +
+                                                  std::to_string(*sequence.last_step));
+  }
+  sequence.last_step = step;
+  sequence.tiers.end_step();
+  if (!sequence.tiers.due()) return {};
+  if (pending_) {
+    if (std::find(owed_.begin(), owed_.end(), sequence_id) == owed_.end()) owed_.push_back(sequence_id);
+    return {};
+  }
+  if (auto sent = decide_and_publish(sequence_id, sequence); !sent) return tl::unexpected(sent.error());
+  return {};
+}
+
+Result<bool> ClientChannel::decide_and_publish(std::uint32_t sequence_id, Sequence& sequence) {
+  const tier::Decision& decision = sequence.tiers.decide();
+  if (decision.moves.empty()) {
+    sequence.tiers.commit();
+    return false;
+  }
+  auto transaction = tier::PlanTransaction::prepare(decision.moves, sequence.slots, *allocator_);
+  if (!transaction) return tl::unexpected(transaction.error());
+  trimmed_ += transaction->trimmed();
+  if (transaction->trimmed() != 0) {
+    log_.warn("event=pool_full client_id={} sequence={} kept_in_t0={}", client_id_, sequence_id,
+              transaction->trimmed());
+  }
+  if (transaction->planned().empty()) {
+    sequence.tiers.commit(transaction->accepted());
+    (void)transaction->commit(sequence.slots);
+    return false;
+  }
+  const std::uint64_t epoch = next_epoch_;
+  if (!publish(epoch, sequence_id, transaction->planned())) {
+    // Plan ring full: the client is behind. Keep the placement and try again later.
+    (void)transaction->rollback();
+    sequence.tiers.rollback();
+    owed_.push_back(sequence_id);
+    return false;
+  }
+  ++next_epoch_;
+  ++plans_sent_;
+  moves_sent_ += transaction->planned().size();
+  log_.debug("event=plan client_id={} sequence={} epoch={} moves={} step={}", client_id_, sequence_id, epoch,
+             transaction->planned().size(), sequence.tiers.step());
+  pending_.emplace(PendingPlan{epoch, sequence_id, std::move(*transaction)});
+  return true;
+}
+
+bool ClientChannel::publish(std::uint64_t epoch, std::uint32_t sequence_id, std::span<const tier::PlannedMove> moves) {
+  const std::size_t records = (moves.size() + shm::kMovesPerRecord - 1) / shm::kMovesPerRecord;
+  if (rings_.plans.free_slots() < records) return false;
+  shm::PlanRecord record{};
+  record.epoch = epoch;
+  record.sequence = sequence_id;
+  for (std::size_t first = 0; first < moves.size(); first += shm::kMovesPerRecord) {
+    const std::size_t n = std::min<std::size_t>(shm::kMovesPerRecord, moves.size() - first);
+    for (std::size_t i = 0; i < n; ++i) {
+      const tier::PlannedMove& m = moves[first + i];
+      record.moves[i] = shm::PlanMove{m.position, static_cast<std::uint8_t>(m.from), static_cast<std::uint8_t>(m.to), 0,
+                                      m.source_slot, m.destination_slot};
     }
+    record.move_count = static_cast<std::uint16_t>(n);
+    record.flags = first + n == moves.size() ? shm::kPlanLast : 0;
+    [[maybe_unused]] const bool pushed = rings_.plans.push(record);  // room was checked above
   }
-  Sequence& seq = it->second;
-  if (end > seq.tokens) seq.tokens = static_cast<std::uint32_t>(end);
+  return true;
+}
+
+Status ClientChannel::resolve_acks() {
+  // Read (and so validate) both counters on every pass, plan outstanding or not.
+  auto acked = rings_.plans.acked_epoch();
+  if (!acked) return tl::unexpected(acked.error());
+  auto failed = rings_.plans.failed_epoch();
+  if (!failed) return tl::unexpected(failed.error());
+  if (!pending_) return {};
+  if (*acked >= pending_->epoch) return resolve(true);
+  if (*failed >= pending_->epoch) return resolve(false);
+  return {};
+}
+
+Status ClientChannel::resolve(bool applied) {
+  PendingPlan plan = std::move(*pending_);
+  pending_.reset();
+  Sequence& sequence = sequences_.at(plan.sequence);  // a close resolves its own plan first
+  if (applied) {
+    if (auto ok = plan.transaction.commit(sequence.slots); !ok) return ok;
+    sequence.tiers.commit(plan.transaction.accepted());
+    ++plans_acked_;
+    return {};
+  }
+  log_.warn("event=plan_failed client_id={} sequence={} epoch={} rolled_back=1", client_id_, plan.sequence, plan.epoch);
+  ++plans_failed_;
+  sequence.tiers.rollback();
+  return plan.transaction.rollback();
+}
+
+Status ClientChannel::decide_owed() {
+  while (!pending_ && !owed_.empty()) {
+    const std::uint32_t id = owed_.front();
+    owed_.pop_front();
+    auto it = sequences_.find(id);
+    if (it == sequences_.end()) continue;
+    auto sent = decide_and_publish(id, it->second);
+    if (!sent) return tl::unexpected(sent.error());
+    if (!*sent && !owed_.empty() && owed_.back() == id) break;  // ring full: wait for the client
+  }
   return {};
 }
 
 void ClientChannel::fail(const Error& error) {
+  if (failed_) return;
   failed_ = true;
   ++errors_;
   log_.warn("event=client_ring_error client_id={} code={} message=\"{}\"", client_id_, errc_name(error.code),

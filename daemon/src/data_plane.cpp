@@ -51,9 +51,11 @@ void DataPlane::set_pool(std::uint32_t client_id, shm::Segment pool, const shm::
 }
 
 void DataPlane::open_sequence(std::uint32_t client_id, std::uint32_t sequence_id, std::uint32_t prompt_length,
-                              std::function<void()> done) {
-  post([this, client_id, sequence_id, prompt_length, done = std::move(done)] {
-    if (auto it = channels_.find(client_id); it != channels_.end()) it->second->open_sequence(sequence_id, prompt_length);
+                              const tier::TierParams& params, std::function<void()> done) {
+  post([this, client_id, sequence_id, prompt_length, params, done = std::move(done)] {
+    if (auto it = channels_.find(client_id); it != channels_.end()) {
+      it->second->open_sequence(sequence_id, prompt_length, params);
+    }
     asio::post(control_io_, done);
   });
 }

@@ -26,6 +26,7 @@
 #include "kvtier/shm/pool_geometry.hpp"
 #include "kvtier/shm/segment.hpp"
 #include "kvtier/shm/unique_fd.hpp"
+#include "kvtier/tier/tier_params.hpp"
 
 namespace kvtier::daemon {
 
@@ -36,6 +37,8 @@ struct SequenceSnapshot {
   std::uint32_t prompt_length = 0;
   std::uint32_t tokens = 0;
   std::uint32_t tokens_t0 = 0, tokens_t1 = 0, tokens_t2 = 0, tokens_t3 = 0;
+  double destroyed_fraction = 0;
+  tier::TierParams params;
 };
 
 struct ClientSnapshot {
@@ -62,7 +65,7 @@ class DataPlane {
   // a client learns a sequence id only once score records for it are accepted, and a close
   // first drains the ring so records pushed before it still count.
   void open_sequence(std::uint32_t client_id, std::uint32_t sequence_id, std::uint32_t prompt_length,
-                     std::function<void()> done);
+                     const tier::TierParams& params, std::function<void()> done);
   void close_sequence(std::uint32_t client_id, std::uint32_t sequence_id, std::function<void()> done);
   // Destroys the client's channel (unmaps and unlinks its segments), then runs `done` on the
   // control thread.

@@ -14,19 +14,15 @@
 #include "kvtier/shm/control_segment.hpp"
 #include "kvtier/shm/layout.hpp"
 #include "kvtier/shm/pool_segment.hpp"
+#include "kvtier/shm/segment.hpp"
 #include "session.hpp"
+#include "tier_params.hpp"
 
 namespace kvtier::daemon {
 namespace {
 
 shm::UniqueFd pidfd_open(pid_t pid) {
   return shm::UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-}
-
-Result<shm::UniqueFd> dup_fd(int fd) {
-  const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) return os_error("dup");
-  return shm::UniqueFd(copy);
 }
 
 }  // namespace
@@ -90,14 +86,15 @@ Result<EngineAttachment> Server::attach_engine(Session& session) {
   }
   auto layout = shm::ControlLayout::make(config_.limits.score_ring_records, config_.limits.plan_ring_records);
   if (!layout) return tl::unexpected(layout.error());
-  auto segment = shm::create_control_segment(segment_name(session.client_id(), "ctl"), *layout, epoch_,
-                                             session.client_id());
+  auto name = segment_name(session.client_id(), shm::SegmentKind::kControl);
+  if (!name) return tl::unexpected(name.error());
+  auto segment = shm::create_control_segment(*name, *layout, epoch_, session.client_id());
   if (!segment) return tl::unexpected(segment.error());
   const int doorbell = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (doorbell < 0) return os_error("eventfd");
   shm::UniqueFd daemon_doorbell(doorbell);
-  auto client_control = dup_fd(segment->fd());
-  auto client_doorbell = dup_fd(doorbell);
+  auto client_control = shm::UniqueFd::duplicate(segment->fd());
+  auto client_doorbell = shm::UniqueFd::duplicate(doorbell);
   if (!client_control) return tl::unexpected(client_control.error());
   if (!client_doorbell) return tl::unexpected(client_doorbell.error());
   EngineAttachment attachment{std::move(*client_control), std::move(*client_doorbell), segment->size()};
@@ -119,10 +116,11 @@ Result<PoolGrant> Server::register_pool(Session& session, const shm::PoolGeometr
                                                 std::to_string(pool_bytes_used_) + " of pools.ddr_bytes_total=" +
                                                 std::to_string(total) + " in use");
   }
-  auto segment = shm::create_pool_segment(segment_name(session.client_id(), "pool"), geometry, epoch_,
-                                          session.client_id());
+  auto name = segment_name(session.client_id(), shm::SegmentKind::kPool);
+  if (!name) return tl::unexpected(name.error());
+  auto segment = shm::create_pool_segment(*name, geometry, epoch_, session.client_id());
   if (!segment) return tl::unexpected(segment.error());
-  auto client_fd = dup_fd(segment->fd());
+  auto client_fd = shm::UniqueFd::duplicate(segment->fd());
   if (!client_fd) return tl::unexpected(client_fd.error());
   PoolGrant grant{std::move(*client_fd), segment->size()};
   clients_.at(session.client_id()).pool_bytes = segment->size();
@@ -134,11 +132,11 @@ Result<PoolGrant> Server::register_pool(Session& session, const shm::PoolGeometr
   return grant;
 }
 
-std::string Server::segment_name(std::uint32_t client_id, const char* kind) const {
-  char buf[96];
-  std::snprintf(buf, sizeof(buf), "/%s-%016llx-%u-%s", config_.daemon.shm_prefix.c_str(),
-                static_cast<unsigned long long>(epoch_), client_id, kind);
-  return buf;
+Result<std::string> Server::segment_name(std::uint32_t client_id, shm::SegmentKind kind) const {
+  // The epoch in the prefix keeps a new daemon clear of segments a crashed one left behind.
+  char epoch[17];
+  std::snprintf(epoch, sizeof(epoch), "%016llx", static_cast<unsigned long long>(epoch_));
+  return shm::segment_name(config_.daemon.shm_prefix + "-" + epoch, client_id, kind);
 }
 
 void Server::count_error(std::uint32_t client_id) {
@@ -252,6 +250,10 @@ void Server::build_status(std::function<void(capnp::MallocMessageBuilder&)> repl
         o.setTokensT1(seq.tokens_t1);
         o.setTokensT2(seq.tokens_t2);
         o.setTokensT3(seq.tokens_t3);
+        o.setDestroyedFraction(seq.destroyed_fraction);
+        o.setHbmRatio(seq.params.hbm_ratio);
+        o.setEvictRatio(seq.params.evict_ratio);
+        o.setMode(to_wire(seq.params.mode));
       }
     }
     reply(message);

@@ -23,6 +23,7 @@
 
 #include "data_plane.hpp"
 #include "kvtier/config/config.hpp"
+#include "kvtier/shm/layout.hpp"
 #include "kvtier/shm/pool_geometry.hpp"
 #include "kvtier/shm/unique_fd.hpp"
 #include "peer.hpp"
@@ -84,7 +85,7 @@ class Server {
   void accept_next();
   void on_accept(asio::local::stream_protocol::socket socket);
   void reclaim(std::uint32_t client_id);
-  std::string segment_name(std::uint32_t client_id, const char* kind) const;
+  Result<std::string> segment_name(std::uint32_t client_id, shm::SegmentKind kind) const;
 
   asio::io_context& io_;
   const config::DaemonConfig& config_;

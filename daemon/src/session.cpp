@@ -11,6 +11,7 @@
 #include "kvtier/protocol/version.hpp"
 #include "kvtier/shm/layout.hpp"
 #include "server.hpp"
+#include "tier_params.hpp"
 
 namespace kvtier::daemon {
 namespace {
@@ -177,9 +178,11 @@ Status Session::on_open(wire::OpenSequence::Reader request) {
                                                   " exceeds limits.max_tokens_per_sequence=" +
                                                   std::to_string(limits.max_tokens_per_sequence));
   }
+  auto params = tier_params_from_wire(request.getTiering(), server_.config().tiering);
+  if (!params) return tl::unexpected(params.error());
   const std::uint32_t id = next_sequence_++;
   sequences_.insert(id);
-  server_.data_plane().open_sequence(client_id_, id, prompt, [self = shared_from_this(), id] {
+  server_.data_plane().open_sequence(client_id_, id, prompt, *params, [self = shared_from_this(), id] {
     if (self->state_ == State::kClosed) return;
     capnp::MallocMessageBuilder reply;
     reply.initRoot<wire::DaemonMessage>().initSequenceOpened().setSequenceId(id);

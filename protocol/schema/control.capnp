@@ -122,6 +122,28 @@ struct ModelRegistered {
 
 struct OpenSequence {
   promptLength @0 :UInt32;
+  tiering @1 :TierParams;  # absent or useDefaults: the daemon's [tiering] configuration
+}
+
+enum EvictionMode {
+  cumulative @0;      # r = fraction of the managed chain destroyed so far (never exceeded)
+  paperAlgorithm @1;  # r re-applied every round to all unprotected tokens (compounds)
+  paperPrototype @2;  # r and hbmRatio applied to GPU-resident tokens only (T1 immune)
+}
+
+# Per-sequence tier engine parameters (daemon/tier/include/kvtier/tier/tier_params.hpp).
+struct TierParams {
+  useDefaults @0 :Bool = true;
+  sinkTokens @1 :UInt32;
+  windowTokens @2 :UInt32;
+  interval @3 :UInt32;
+  hbmRatio @4 :Float64;
+  evictRatio @5 :Float64;
+  hysteresis @6 :Float64;
+  decay @7 :Float64;
+  hbmTokens @8 :UInt32;    # absolute T0 budget; 0 = hbmRatio
+  evictTokens @9 :UInt32;  # absolute destroyed budget; 0 = evictRatio
+  mode @10 :EvictionMode;
 }
 
 struct SequenceOpened {
@@ -191,4 +213,8 @@ struct SequenceStatus {
   tokensT1 @4 :UInt32;
   tokensT2 @5 :UInt32;
   tokensT3 @6 :UInt32;  # evicted so far
+  destroyedFraction @7 :Float64;  # T3 / managed tokens (the eviction knob actually applied)
+  hbmRatio @8 :Float64;
+  evictRatio @9 :Float64;
+  mode @10 :EvictionMode;
 }

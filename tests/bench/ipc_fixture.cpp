@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "kvtier/shm/control_segment.hpp"
 
@@ -115,17 +116,17 @@ Status ChildProcess::wait() {
 
 // --- segments -----------------------------------------------------------------------------------
 
-Result<shm::Segment> create_bench_control_segment(std::string_view tag, std::uint32_t client_id,
+Result<BenchSegment> create_bench_control_segment(std::string_view tag, std::uint32_t client_id,
                                                   std::uint32_t score_capacity,
-                                                  std::uint32_t plan_capacity,
-                                                  shm::ControlLayout& layout) {
-  auto made = shm::ControlLayout::make(score_capacity, plan_capacity);
-  if (!made) return tl::unexpected(made.error());
-  layout = *made;
+                                                  std::uint32_t plan_capacity) {
+  auto layout = shm::ControlLayout::make(score_capacity, plan_capacity);
+  if (!layout) return tl::unexpected(layout.error());
   const std::string prefix = "bench" + std::to_string(::getpid()) + "_" + std::string(tag);
   auto name = shm::segment_name(prefix, client_id, shm::SegmentKind::kControl);
   if (!name) return tl::unexpected(name.error());
-  return shm::create_control_segment(*name, layout, /*epoch=*/1, client_id);
+  auto segment = shm::create_control_segment(*name, *layout, /*epoch=*/1, client_id);
+  if (!segment) return tl::unexpected(segment.error());
+  return BenchSegment{std::move(*segment), *layout};
 }
 
 // --- interleaved schedule -----------------------------------------------------------------------

@@ -84,12 +84,17 @@ class ChildProcess {
   pid_t pid_;
 };
 
-// A control segment named "/kvtier.bench<pid>_<tag>.<client_id>.control" with the given ring
-// capacities; `layout` receives its layout for daemon_rings().
-Result<shm::Segment> create_bench_control_segment(std::string_view tag, std::uint32_t client_id,
+// A control segment and the layout the daemon side builds its views from (daemon_rings()).
+struct BenchSegment {
+  shm::Segment segment;
+  shm::ControlLayout layout;
+};
+
+// Creates "/kvtier.bench<pid>_<tag>.<client_id>.control" with the given ring capacities, as the
+// daemon does (create_control_segment, epoch 1). Unlinked when the BenchSegment is destroyed.
+Result<BenchSegment> create_bench_control_segment(std::string_view tag, std::uint32_t client_id,
                                                   std::uint32_t score_capacity,
-                                                  std::uint32_t plan_capacity,
-                                                  shm::ControlLayout& layout);
+                                                  std::uint32_t plan_capacity);
 
 // One round trip with sequence number `seq` (>= 1, increasing): the parent's side sends and
 // waits for the echo, the child's side waits and echoes. False when the peer did not answer

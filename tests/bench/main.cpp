@@ -1,6 +1,6 @@
 // kvtier-bench: runs the registered benchmarks and prints one `ratio ...` line per measure.
 //
-//   kvtier-bench [--quick] [--filter SUBSTR] [--json FILE] [--list]
+//   kvtier-bench [--quick] [--filter SUBSTR] [--json FILE] [--list] [--help]
 //
 // Exit status: 0 when every selected benchmark ran (whatever its ratios), 1 when one could not
 // run or the JSON file could not be written, 2 for a usage error.
@@ -15,7 +15,7 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: kvtier-bench [--quick] [--filter SUBSTR] [--json FILE] [--list]\n"
+    "usage: kvtier-bench [--quick] [--filter SUBSTR] [--json FILE] [--list] [--help]\n"
     "  --quick         short run (< 20 s): fewer repeats, smaller sizes\n"
     "  --filter SUBSTR run only benchmarks whose name contains SUBSTR\n"
     "  --json FILE     also write the measures as a JSON array to FILE\n"
@@ -26,13 +26,16 @@ struct Options {
   std::string filter;
   std::string json_path;
   bool list = false;
+  bool help = false;
 };
 
 bool parse_options(int argc, char** argv, Options& options) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     const bool has_value = i + 1 < argc;
-    if (arg == "--quick") {
+    if (arg == "--help" || arg == "-h") {
+      options.help = true;
+    } else if (arg == "--quick") {
       options.config.quick = true;
     } else if (arg == "--list") {
       options.list = true;
@@ -60,6 +63,10 @@ bool write_file(const std::string& path, const std::string& text) {
 int main(int argc, char** argv) {
   Options options;
   if (!parse_options(argc, argv, options)) return 2;
+  if (options.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
 
   kvtier::bench::Registry registry;
   kvtier::bench::register_shm_pingpong(registry);

@@ -54,10 +54,10 @@ bool client_trip(shm::PlanConsumer& plans, std::uint64_t epoch) {
 }
 
 Status run(const RunConfig& config, Reporter& reporter) {
-  shm::ControlLayout layout = *shm::ControlLayout::make(1, 1);
-  auto segment = create_bench_control_segment("plan", 3, kScoreCapacity, kPlanCapacity, layout);
-  if (!segment) return tl::unexpected(segment.error());
-  shm::PlanProducer producer = shm::daemon_rings(*segment, layout).plans;
+  auto bench_segment = create_bench_control_segment("plan", 3, kScoreCapacity, kPlanCapacity);
+  if (!bench_segment) return tl::unexpected(bench_segment.error());
+  const shm::Segment& segment = bench_segment->segment;
+  shm::PlanProducer producer = shm::daemon_rings(segment, bench_segment->layout).plans;
 
   shm::PlanRecord plan = make_plan();
   bool protocol_error = false;
@@ -75,7 +75,7 @@ Status run(const RunConfig& config, Reporter& reporter) {
   };
 
   const ChildSetup client_setup = [&]() -> Result<TripFn> {
-    auto mapping = shm::Mapping::map_segment(segment->fd(), shm::SegmentKind::kControl, 1);
+    auto mapping = shm::Mapping::map_segment(segment.fd(), shm::SegmentKind::kControl, 1);
     if (!mapping) return tl::unexpected(mapping.error());
     auto rings = shm::client_rings(*mapping);
     if (!rings) return tl::unexpected(rings.error());

@@ -9,7 +9,7 @@
 // working set the ingest touches — measured in the same run, alternating with the ingest runs.
 //
 // The client never blocks, so a full ring drops records. The producer here emulates a client
-// that computes between steps: before a step it waits (bounded, 100 µs) for room for the whole
+// that computes between steps: before a step it waits (bounded, 1 ms) for room for the whole
 // step, then pushes without blocking; whatever is dropped anyway is counted, excluded from the
 // ingested bytes and reported on stderr.
 #include <algorithm>
@@ -32,14 +32,13 @@ constexpr std::uint32_t kTokens = 2000;
 constexpr std::uint32_t kRingCapacity = 1024;
 constexpr std::uint32_t kRecordsPerStep = (kTokens + shm::kScoresPerRecord - 1) / shm::kScoresPerRecord;
 constexpr std::size_t kPopBatch = 64;
-constexpr auto kRoomWait = std::chrono::microseconds(100);
+constexpr auto kRoomWait = std::chrono::milliseconds(1);
 static_assert(kRecordsPerStep == 34);
 
 struct IngestRun {
   double seconds = 0.0;
   std::uint64_t score_bytes = 0;  // accepted scores x 4 B
   std::uint64_t dropped = 0;      // records
-  bool failed = false;
 };
 
 // Per-step scores: small positive values that change from step to step.
@@ -98,17 +97,16 @@ std::int64_t consume(shm::ScoreConsumer& consumer, tier::SequenceTiers& sequence
   return scores;
 }
 
-IngestRun run_ingest(const shm::Segment& segment, const shm::ControlLayout& layout,
-                     std::span<const float> scores, std::uint32_t steps) {
-  IngestRun result;
-  auto mapping = shm::Mapping::map_segment(segment.fd(), shm::SegmentKind::kControl, 1);
-  if (!mapping) return IngestRun{0, 0, 0, true};
+Result<IngestRun> run_ingest(const BenchSegment& bench, std::span<const float> scores,
+                             std::uint32_t steps) {
+  auto mapping = shm::Mapping::map_segment(bench.segment.fd(), shm::SegmentKind::kControl, 1);
+  if (!mapping) return tl::unexpected(mapping.error());
   auto client = shm::client_rings(*mapping);
-  if (!client) return IngestRun{0, 0, 0, true};
+  if (!client) return tl::unexpected(client.error());
   shm::ScoreProducer producer = client->scores;
-  shm::ScoreConsumer consumer = shm::daemon_rings(segment, layout).scores;
+  shm::ScoreConsumer consumer = shm::daemon_rings(bench.segment, bench.layout).scores;
   auto sequence = tier::SequenceTiers::create(0, tier::TierParams{}, kTokens);
-  if (!sequence) return IngestRun{0, 0, 0, true};
+  if (!sequence) return tl::unexpected(sequence.error());
 
   std::atomic<bool> go{false};
   std::atomic<std::uint64_t> final_write{~std::uint64_t{0}};
@@ -122,9 +120,10 @@ IngestRun run_ingest(const shm::Segment& segment, const shm::ControlLayout& layo
   const std::int64_t accepted = consume(consumer, *sequence, final_write);
   const auto end = Clock::now();
   producer_thread.join();
+  if (accepted < 0) return make_error(Errc::kInternal, "score_ingest: the consumer rejected a record");
+  IngestRun result;
   result.seconds = seconds_between(start, end);
-  result.failed = accepted < 0;
-  result.score_bytes = accepted < 0 ? 0 : static_cast<std::uint64_t>(accepted) * sizeof(float);
+  result.score_bytes = static_cast<std::uint64_t>(accepted) * sizeof(float);
   result.dropped = producer.dropped() - dropped_before;
   return result;
 }
@@ -147,8 +146,7 @@ double run_memcpy(std::span<const std::byte> source, std::span<std::byte> destin
 }
 
 Status run(const RunConfig& config, Reporter& reporter) {
-  shm::ControlLayout layout = *shm::ControlLayout::make(1, 1);
-  auto segment = create_bench_control_segment("ingest", 4, kRingCapacity, 1, layout);
+  auto segment = create_bench_control_segment("ingest", 4, kRingCapacity, 1);
   if (!segment) return tl::unexpected(segment.error());
 
   const std::vector<float> scores = make_step_scores();
@@ -157,16 +155,16 @@ Status run(const RunConfig& config, Reporter& reporter) {
   std::vector<std::byte> source(std::size_t{kRingCapacity} * sizeof(shm::ScoreRecord), std::byte{1});
   std::vector<std::byte> destination(std::size_t{kTokens} * sizeof(float));
 
-  run_ingest(*segment, layout, scores, steps / 10);  // warm-up: threads, ring pages, caches
+  // Warm-up: threads, ring pages, caches.
+  if (auto warm = run_ingest(*segment, scores, steps / 10); !warm) return tl::unexpected(warm.error());
   std::vector<double> ingest_rates;
   std::vector<double> memcpy_rates;
   std::uint64_t dropped = 0;
   std::uint64_t ingested = 0;
   for (int r = 0; r < repeats; ++r) {
-    const IngestRun ingest = run_ingest(*segment, layout, scores, steps);
-    if (ingest.failed || ingest.seconds <= 0) {
-      return make_error(Errc::kInternal, "score_ingest: the consumer rejected a record");
-    }
+    auto run_result = run_ingest(*segment, scores, steps);
+    if (!run_result) return tl::unexpected(run_result.error());
+    const IngestRun& ingest = *run_result;
     ingest_rates.push_back(static_cast<double>(ingest.score_bytes) / ingest.seconds);
     dropped += ingest.dropped;
     ingested += ingest.score_bytes;

@@ -52,19 +52,17 @@ bool receive(shm::ScoreConsumer& in, shm::ScoreRecord& record, Clock::time_point
 }
 
 Status run(const RunConfig& config, Reporter& reporter) {
-  shm::ControlLayout layout_a = *shm::ControlLayout::make(1, 1);
-  shm::ControlLayout layout_b = layout_a;
-  auto seg_a = create_bench_control_segment("ping", 1, kScoreCapacity, kPlanCapacity, layout_a);
+  auto seg_a = create_bench_control_segment("ping", 1, kScoreCapacity, kPlanCapacity);
   if (!seg_a) return tl::unexpected(seg_a.error());
-  auto seg_b = create_bench_control_segment("pong", 2, kScoreCapacity, kPlanCapacity, layout_b);
+  auto seg_b = create_bench_control_segment("pong", 2, kScoreCapacity, kPlanCapacity);
   if (!seg_b) return tl::unexpected(seg_b.error());
 
   // Parent: client of A (maps it like a client), daemon of B.
-  auto map_a = shm::Mapping::map_segment(seg_a->fd(), shm::SegmentKind::kControl, 1);
+  auto map_a = shm::Mapping::map_segment(seg_a->segment.fd(), shm::SegmentKind::kControl, 1);
   if (!map_a) return tl::unexpected(map_a.error());
   auto client_a = shm::client_rings(*map_a);
   if (!client_a) return tl::unexpected(client_a.error());
-  EchoEnds parent{client_a->scores, shm::daemon_rings(*seg_b, layout_b).scores};
+  EchoEnds parent{client_a->scores, shm::daemon_rings(seg_b->segment, seg_b->layout).scores};
 
   shm::ScoreRecord record = make_record();
   const TripFn parent_trip = [&](std::uint64_t seq, Clock::time_point deadline) {
@@ -76,13 +74,13 @@ Status run(const RunConfig& config, Reporter& reporter) {
 
   // Child: daemon of A, client of B (mapped here, after fork).
   const ChildSetup child_setup = [&]() -> Result<TripFn> {
-    auto map_b = shm::Mapping::map_segment(seg_b->fd(), shm::SegmentKind::kControl, 1);
+    auto map_b = shm::Mapping::map_segment(seg_b->segment.fd(), shm::SegmentKind::kControl, 1);
     if (!map_b) return tl::unexpected(map_b.error());
     auto client_b = shm::client_rings(*map_b);
     if (!client_b) return tl::unexpected(client_b.error());
     auto mapping = std::make_shared<shm::Mapping>(std::move(*map_b));
     auto ends = std::make_shared<EchoEnds>(
-        EchoEnds{client_b->scores, shm::daemon_rings(*seg_a, layout_a).scores});
+        EchoEnds{client_b->scores, shm::daemon_rings(seg_a->segment, seg_a->layout).scores});
     return TripFn([mapping, ends](std::uint64_t seq, Clock::time_point deadline) {
       shm::ScoreRecord got;
       if (!receive(ends->in, got, deadline)) return false;

@@ -121,7 +121,7 @@ std::vector<std::string> DaemonUnderTest::segments() const {
   std::vector<std::string> out;
   for (const auto& entry : fs::directory_iterator("/dev/shm")) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix_ + "-", 0) == 0) out.push_back(name);
+    if (name.rfind("kvtier." + prefix_ + "-", 0) == 0) out.push_back(name);
   }
   return out;
 }

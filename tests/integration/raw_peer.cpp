@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstring>
 #include <stdexcept>
 
 namespace kvtier::testing {
@@ -18,7 +19,10 @@ RawPeer::RawPeer(const std::filesystem::path& socket) {
   if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) throw std::runtime_error("connect failed");
 }
 
-RawPeer::~RawPeer() { ::close(fd_); }
+RawPeer::~RawPeer() {
+  for (const int fd : fds_) ::close(fd);
+  ::close(fd_);
+}
 
 void RawPeer::send_bytes(const std::vector<std::byte>& bytes) {
   ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
@@ -49,10 +53,32 @@ std::optional<protocol::MessageIn> RawPeer::receive(std::chrono::milliseconds ti
     pollfd pfd{fd_, POLLIN, 0};
     if (::poll(&pfd, 1, static_cast<int>(timeout.count())) <= 0) return std::nullopt;
     std::array<std::byte, 65536> buf;
-    const ssize_t n = ::recv(fd_, buf.data(), buf.size(), 0);  // fds, if any, are discarded
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    iovec iov{buf.data(), buf.size()};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    const ssize_t n = ::recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
     if (n <= 0) return std::nullopt;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < count; ++i) {
+        int fd = -1;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        fds_.push_back(fd);
+      }
+    }
     if (!decoder_.feed(std::span(buf.data(), static_cast<std::size_t>(n)))) return std::nullopt;
   }
+}
+
+int RawPeer::take_fd() {
+  if (fds_.empty()) return -1;
+  const int fd = fds_.front();
+  fds_.erase(fds_.begin());
+  return fd;
 }
 
 bool RawPeer::closed_by_daemon(std::chrono::milliseconds timeout) {

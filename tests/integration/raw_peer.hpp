@@ -26,12 +26,15 @@ class RawPeer {
                   std::uint64_t fingerprint, wire::SessionRole role = wire::SessionRole::ENGINE);
   // The next reply, or nullopt when the daemon closed the connection (or timeout).
   std::optional<protocol::MessageIn> receive(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // The oldest fd the daemon passed (SCM_RIGHTS), or -1. The caller owns it.
+  int take_fd();
   // True when the daemon has closed its end (EOF) within the timeout.
   bool closed_by_daemon(std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
  private:
   int fd_ = -1;
   protocol::FrameDecoder decoder_;
+  std::vector<int> fds_;
 };
 
 }  // namespace kvtier::testing

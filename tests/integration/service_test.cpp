@@ -49,9 +49,9 @@ TEST(Service, TwoClientsAreServedAtOnceAndShownWithTheirSequences) {
   ChildProcess beta = spawn_workload(daemon, "beta", {"--sequences", "3", "--steps", "50", "--hold"});
   ASSERT_TRUE(eventually([&] {
     const std::string out = daemon.ctl({"status", "--json"}).out;
-    // 64-token prompt + 50 steps: every sequence of both clients has reached 114 tokens.
+    // 48-token prompt + 50 steps: every sequence of both clients has reached 98 tokens.
     std::size_t full = 0;
-    for (std::size_t at = out.find("\"tokens\":114"); at != std::string::npos; at = out.find("\"tokens\":114", at + 1)) {
+    for (std::size_t at = out.find("\"tokens\":98"); at != std::string::npos; at = out.find("\"tokens\":98", at + 1)) {
       ++full;
     }
     return out.find("\"name\":\"alpha\"") != std::string::npos && out.find("\"name\":\"beta\"") != std::string::npos &&

@@ -1,18 +1,22 @@
-// kvtier-workload: a synthetic inference engine. Connects to kvtierd as an engine client,
-// registers a KV geometry, opens a few sequences and runs a decode loop that streams per-token
-// attention scores every step and executes (acknowledges) every plan it receives.
+// kvtier-workload: a real engine client. Connects to kvtierd, registers the KV geometry of a
+// small transformer (tests/support ToyModel), opens a few sequences and runs a decode loop:
+// every step it executes the plans the daemon sent (offload/restore copies through libkvtier),
+// decodes one token per sequence with attention over T0 plus the staged T1 rows, pushes the
+// token's attention scores and ends the step. A shadow model with the full cache checks that
+// the tiered outputs are exact.
 //
-// Used by scripts/demo and by the integration tests (--hold keeps it connected until SIGTERM).
+// Prints one `summary key=value ...` line. Exit: 0 ok, 1 failed, 2 usage, 3 daemon unreachable,
+// 5 --expect-exact and an output differed from the full cache.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "kvtier/kvtier.hpp"
+#include "toy_engine.hpp"
 
 namespace {
 
@@ -21,11 +25,10 @@ volatile std::sig_atomic_t g_stop = 0;
 struct Options {
   std::string socket;
   std::string name = "workload";
-  unsigned sequences = 3;
-  unsigned prompt = 64;
-  unsigned steps = 256;
-  unsigned step_us = 0;  // sleep per step, to make a run observable
-  bool hold = false;     // stay connected after the loop until SIGTERM/SIGINT
+  unsigned sequences = 3, prompt = 48, steps = 256, step_us = 0;
+  bool hold = false, shadow = true, expect_exact = false;
+  kvtier_sequence_options tiering{};
+  kvtier_staging_order order = KVTIER_STAGE_POSITION_ORDER;
 };
 
 int fail(const kvtier::Client& client, const char* what, kvtier_status status) {
@@ -35,22 +38,36 @@ int fail(const kvtier::Client& client, const char* what, kvtier_status status) {
 }
 
 bool parse(int argc, char** argv, Options& o) {
+  kvtier_sequence_options_init(&o.tiering);
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
-    if (arg == "--hold") {
-      o.hold = true;
-      continue;
-    }
-    if ((v = next()) == nullptr) return false;
+    if (arg == "--hold") { o.hold = true; continue; }
+    if (arg == "--no-shadow") { o.shadow = false; continue; }
+    if (arg == "--expect-exact") { o.expect_exact = true; continue; }
+    if (i + 1 >= argc) return false;
+    const char* v = argv[++i];
+    const auto u = [v] { return static_cast<unsigned>(std::strtoul(v, nullptr, 10)); };
     if (arg == "--socket") o.socket = v;
     else if (arg == "--name") o.name = v;
-    else if (arg == "--sequences") o.sequences = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
-    else if (arg == "--prompt") o.prompt = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
-    else if (arg == "--steps") o.steps = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
-    else if (arg == "--step-us") o.step_us = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
-    else return false;
+    else if (arg == "--sequences") o.sequences = u();
+    else if (arg == "--prompt") o.prompt = u();
+    else if (arg == "--steps") o.steps = u();
+    else if (arg == "--step-us") o.step_us = u();
+    else if (arg == "--order") o.order = std::strcmp(v, "compact") == 0 ? KVTIER_STAGE_COMPACT : KVTIER_STAGE_POSITION_ORDER;
+    else {
+      // Tier parameters: any of them switches the sequence off the daemon's defaults.
+      o.tiering.use_defaults = 0;
+      if (arg == "--beta") o.tiering.hbm_ratio = std::strtod(v, nullptr);
+      else if (arg == "--evict") o.tiering.evict_ratio = std::strtod(v, nullptr);
+      else if (arg == "--interval") o.tiering.interval = u();
+      else if (arg == "--window") o.tiering.window_tokens = u();
+      else if (arg == "--sinks") o.tiering.sink_tokens = u();
+      else if (arg == "--mode") {
+        o.tiering.mode = std::strcmp(v, "paper-algorithm") == 0   ? KVTIER_EVICT_PAPER_ALGORITHM
+                         : std::strcmp(v, "paper-prototype") == 0 ? KVTIER_EVICT_PAPER_PROTOTYPE
+                                                                  : KVTIER_EVICT_CUMULATIVE;
+      } else return false;
+    }
   }
   return true;
 }
@@ -60,55 +77,89 @@ bool parse(int argc, char** argv, Options& o) {
 int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
-    std::fputs("usage: kvtier-workload [--socket PATH] [--name N] [--sequences K] [--prompt P] [--steps S] "
-               "[--step-us U] [--hold]\n",
+    std::fputs("usage: kvtier-workload [--socket PATH] [--name N] [--sequences K] [--prompt P] [--steps S]\n"
+               "  [--step-us U] [--hold] [--no-shadow] [--expect-exact] [--order position|compact]\n"
+               "  [--beta B] [--evict R] [--mode cumulative|paper-algorithm|paper-prototype]\n"
+               "  [--interval D] [--window W] [--sinks K]\n",
                stderr);
     return 2;
   }
   std::signal(SIGTERM, [](int) { g_stop = 1; });
   std::signal(SIGINT, [](int) { g_stop = 1; });
 
+  kvtier::toy::ToyConfig config;
+  config.num_layers = 4;
+  config.num_q_heads = 4;
+  config.num_kv_heads = 2;
+  config.head_dim = 16;
+  config.max_slots = o.prompt + o.steps;
+
   kvtier::Client client;
   kvtier_status st = client.connect(o.socket, o.name);
   if (st != KVTIER_OK) return fail(client, "connect", st);
-  const unsigned pool_tokens = o.sequences * (o.prompt + o.steps);
-  st = client.register_model(4, 2, 64, KVTIER_DTYPE_BF16, pool_tokens, "synthetic-4L");
+  st = client.register_model(config.num_layers, config.num_kv_heads, config.head_dim, KVTIER_DTYPE_F32,
+                             o.sequences * (o.prompt + o.steps), "toy-4L-gqa");
   if (st != KVTIER_OK) return fail(client, "register", st);
 
-  std::vector<std::uint32_t> ids(o.sequences);
-  for (auto& id : ids) {
-    if ((st = client.open_sequence(o.prompt, id)) != KVTIER_OK) return fail(client, "open", st);
+  std::vector<std::unique_ptr<kvtier::workload::ToyEngine>> engines;
+  for (unsigned i = 0; i < o.sequences; ++i) {
+    kvtier_sequence_options options = o.tiering;
+    options.prompt_length = o.prompt;
+    std::uint32_t id = 0;
+    if ((st = client.open_sequence(options, id)) != KVTIER_OK) return fail(client, "open", st);
+    engines.push_back(std::make_unique<kvtier::workload::ToyEngine>(client, id, config, 1000 + i, o.order, o.shadow));
+    if ((st = engines.back()->start(o.prompt)) != KVTIER_OK) return fail(client, "start", st);
   }
-  std::mt19937 rng(42);
-  std::lognormal_distribution<float> heavy(0.0f, 1.5f);
-  std::vector<float> scores;
-  unsigned plans = 0;
-  for (unsigned step = 0; step < o.steps && g_stop == 0; ++step) {
-    for (const auto id : ids) {
-      // Attention of the new query (position prompt + step) over every position so far.
-      const unsigned length = o.prompt + step + 1;
-      scores.resize(length);
-      float sum = 0;
-      for (auto& s : scores) sum += (s = heavy(rng));
-      for (auto& s : scores) s /= sum;
-      if ((st = client.push_scores(id, step, 0, scores)) != KVTIER_OK) return fail(client, "push", st);
+  auto engine_of = [&](std::uint32_t sequence) -> kvtier::workload::ToyEngine* {
+    for (auto& e : engines) {
+      if (e->sequence() == sequence) return e.get();
     }
+    return nullptr;
+  };
+
+  for (unsigned step = 0; step < o.steps && g_stop == 0; ++step) {
     kvtier_plan plan{};
     while ((st = client.poll_plan(std::chrono::milliseconds(0), plan)) == KVTIER_OK) {
-      if ((st = client.ack_plan(plan.epoch, true)) != KVTIER_OK) return fail(client, "ack", st);
-      ++plans;
+      auto* engine = engine_of(plan.sequence);
+      if (engine == nullptr) return fail(client, "plan for an unknown sequence", KVTIER_E_PROTOCOL);
+      if ((st = engine->apply(plan)) != KVTIER_OK) return fail(client, "apply", st);
     }
     if (st != KVTIER_E_TIMEOUT) return fail(client, "poll", st);
+    for (auto& engine : engines) {
+      if ((st = engine->step()) != KVTIER_OK) return fail(client, "step", st);
+    }
     if (o.step_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(o.step_us));
   }
   while (o.hold && g_stop == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  for (const auto id : ids) {
-    if ((st = client.close_sequence(id)) != KVTIER_OK) return fail(client, "close", st);
+
+  kvtier::workload::EngineStats total;
+  for (auto& engine : engines) {
+    const auto& s = engine->stats();
+    total.plans += s.plans;
+    total.plans_failed += s.plans_failed;
+    total.rows_offloaded += s.rows_offloaded;
+    total.rows_restored += s.rows_restored;
+    total.steps_compared += s.steps_compared;
+    total.steps_identical += s.steps_identical;
+    total.max_abs_diff = std::max(total.max_abs_diff, s.max_abs_diff);
+    total.peak_t0 = std::max(total.peak_t0, s.peak_t0);
+    if ((st = client.close_sequence(engine->sequence())) != KVTIER_OK) return fail(client, "close", st);
   }
+  const std::size_t row_bytes = 2ull * config.num_kv_heads * config.head_dim * sizeof(float) * config.num_layers;
   kvtier_client_counters counters{};
   client.counters(counters);
-  std::printf("kvtier-workload %s: %u sequences, %u steps, %llu score records (%llu dropped), %u plans applied\n",
-              o.name.c_str(), o.sequences, o.steps, static_cast<unsigned long long>(counters.score_records_pushed),
-              static_cast<unsigned long long>(counters.score_records_dropped), plans);
+  std::printf("summary name=%s sequences=%u steps=%u plans=%llu plans_failed=%llu rows_offloaded=%llu "
+              "rows_restored=%llu bytes_moved=%llu score_records=%llu dropped=%llu steps_compared=%llu "
+              "steps_identical=%llu max_abs_diff=%.3g peak_t0_tokens=%u full_tokens=%u\n",
+              o.name.c_str(), o.sequences, o.steps, static_cast<unsigned long long>(total.plans),
+              static_cast<unsigned long long>(total.plans_failed),
+              static_cast<unsigned long long>(total.rows_offloaded), static_cast<unsigned long long>(total.rows_restored),
+              static_cast<unsigned long long>((total.rows_offloaded + total.rows_restored) * row_bytes),
+              static_cast<unsigned long long>(counters.score_records_pushed),
+              static_cast<unsigned long long>(counters.score_records_dropped),
+              static_cast<unsigned long long>(total.steps_compared),
+              static_cast<unsigned long long>(total.steps_identical), total.max_abs_diff, total.peak_t0,
+              o.prompt + o.steps);
+  if (o.expect_exact && total.steps_identical != total.steps_compared) return 5;
   return 0;
 }

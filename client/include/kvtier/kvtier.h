@@ -106,6 +106,30 @@ KVTIER_API void kvtier_model_geometry_init(kvtier_model_geometry* geometry);
 KVTIER_API kvtier_status kvtier_model_register(kvtier_client* client, const kvtier_model_geometry* geometry);
 
 KVTIER_API kvtier_status kvtier_sequence_open(kvtier_client* client, uint32_t prompt_length, uint32_t* out_sequence);
+
+typedef enum kvtier_eviction_mode {
+  KVTIER_EVICT_CUMULATIVE = 0,      /* evict_ratio = fraction of the managed chain ever destroyed */
+  KVTIER_EVICT_PAPER_ALGORITHM = 1, /* evict_ratio re-applied every round (compounds), as Algorithm 1 */
+  KVTIER_EVICT_PAPER_PROTOTYPE = 2  /* ratios applied to GPU-resident tokens only, as the prototype */
+} kvtier_eviction_mode;
+
+/* Per-sequence tier engine parameters; use_defaults = 1 (the _init value) takes the daemon's
+ * configuration and ignores the other fields. */
+typedef struct kvtier_sequence_options {
+  size_t struct_size;
+  uint32_t prompt_length;
+  int use_defaults;
+  uint32_t sink_tokens, window_tokens, interval;
+  double hbm_ratio, evict_ratio, hysteresis, decay;
+  uint32_t hbm_tokens, evict_tokens; /* absolute budgets; 0 = use the ratio */
+  kvtier_eviction_mode mode;
+} kvtier_sequence_options;
+
+/* Fills the paper's defaults (k_s 4, k_w 128, Δ 64, β 0.5, r 0, decay 1) with use_defaults = 1. */
+KVTIER_API void kvtier_sequence_options_init(kvtier_sequence_options* options);
+/* Refused with KVTIER_E_INVALID_ARGUMENT naming the field when a parameter is out of range. */
+KVTIER_API kvtier_status kvtier_sequence_open_with(kvtier_client* client, const kvtier_sequence_options* options,
+                                                   uint32_t* out_sequence);
 KVTIER_API kvtier_status kvtier_sequence_close(kvtier_client* client, uint32_t sequence);
 
 /* Publishes one decode step's scores for positions [first_position, first_position + count).
@@ -155,6 +179,66 @@ KVTIER_API kvtier_status kvtier_plan_poll(kvtier_client* client, int timeout_ms,
  * placement stays as before). Epochs are acknowledged in order. */
 KVTIER_API kvtier_status kvtier_plan_ack(kvtier_client* client, uint64_t epoch, int applied);
 
+/* ---- executing plans over the engine's KV cache ----------------------------------------- */
+
+typedef enum kvtier_backend { KVTIER_BACKEND_CPU = 0, KVTIER_BACKEND_CUDA = 1 } kvtier_backend;
+typedef enum kvtier_staging_order {
+  KVTIER_STAGE_POSITION_ORDER = 0, /* rows by ascending absolute position: bit-exact merges */
+  KVTIER_STAGE_COMPACT = 1         /* rows in pool order: exact within fp reordering */
+} kvtier_staging_order;
+
+/* Where a sequence's KV lives in the engine (T0). Slot s of layer l, KV head h starts at
+ *   k_base[l] + (s / block_size) * block_stride + (s % block_size) * token_stride + h * head_stride
+ * (V likewise), so HF-style [heads, seq, dim] (block_size = num_slots) and vLLM-style paged
+ * [blocks, block_size, heads, dim] caches are both described. */
+typedef struct kvtier_kv_layout {
+  size_t struct_size;
+  uint32_t num_layers, num_kv_heads, head_dim;
+  kvtier_dtype dtype;
+  uint32_t num_slots;
+  uint32_t block_size;
+  size_t token_stride, head_stride, block_stride; /* bytes */
+  const uintptr_t* k_base;                        /* num_layers pointers; copied */
+  const uintptr_t* v_base;
+  kvtier_backend backend;
+} kvtier_kv_layout;
+
+KVTIER_API void kvtier_kv_layout_init(kvtier_kv_layout* layout);
+
+/* Binds a sequence to the engine's cache; needed before kvtier_plan_execute/kvtier_stage_layer. */
+KVTIER_API kvtier_status kvtier_sequence_attach_cache(kvtier_client* client, uint32_t sequence,
+                                                      const kvtier_kv_layout* layout);
+
+/* Marks the end of decode step `step` (steps increase) after its scores were pushed; the
+ * daemon decides tiers every Δ ended steps. */
+KVTIER_API kvtier_status kvtier_sequence_step_end(kvtier_client* client, uint32_t sequence, uint32_t step);
+
+/* Executes a polled plan's copies. hbm_slots[i] is the engine's cache slot of moves[i] where it
+ * touches T0: the slot the token occupies for moves out of T0 (offload, read before the engine
+ * frees it) and the slot the engine reserved for moves into T0 (restore). Other entries are
+ * ignored. On success the library reads the sequence's T1 rows from their new pool slots; then
+ * acknowledge with kvtier_plan_ack(applied = 1). On failure nothing changed: ack with 0. */
+KVTIER_API kvtier_status kvtier_plan_execute(kvtier_client* client, const kvtier_plan* plan, const uint32_t* hbm_slots);
+
+/* One layer's staged T1 rows: K [rows, kv_heads, head_dim] then V, both in `buffer`. */
+typedef struct kvtier_staged_layer {
+  uint32_t layer;
+  size_t rows;
+  const uint32_t* positions; /* absolute position of each row; valid until the next stage call */
+  const void* k;
+  const void* v;
+} kvtier_staged_layer;
+
+/* Rows and bytes a stage of this sequence needs now. */
+KVTIER_API kvtier_status kvtier_sequence_t1_rows(const kvtier_client* client, uint32_t sequence, size_t* out_rows,
+                                                 size_t* out_bytes);
+
+/* Stages layer `layer`'s T1 rows of the sequence into `buffer` (capacity bytes) before that
+ * layer's attention. */
+KVTIER_API kvtier_status kvtier_stage_layer(kvtier_client* client, uint32_t sequence, uint32_t layer,
+                                            kvtier_staging_order order, void* buffer, size_t capacity,
+                                            kvtier_staged_layer* out);
+
 /* ---- admin ---------------------------------------------------------------------------- */
 
 typedef struct kvtier_sequence_info {
@@ -162,6 +246,9 @@ typedef struct kvtier_sequence_info {
   uint32_t prompt_length;
   uint32_t tokens;
   uint32_t tokens_t0, tokens_t1, tokens_t2, tokens_t3;
+  double destroyed_fraction; /* T3 / managed tokens: the eviction actually applied */
+  double hbm_ratio, evict_ratio;
+  kvtier_eviction_mode mode;
 } kvtier_sequence_info;
 
 typedef struct kvtier_client_info {

@@ -58,7 +58,16 @@ class Client {
   kvtier_status open_sequence(std::uint32_t prompt_length, std::uint32_t& sequence) {
     return kvtier_sequence_open(handle_.get(), prompt_length, &sequence);
   }
+  kvtier_status open_sequence(const kvtier_sequence_options& options, std::uint32_t& sequence) {
+    return kvtier_sequence_open_with(handle_.get(), &options, &sequence);
+  }
   kvtier_status close_sequence(std::uint32_t sequence) { return kvtier_sequence_close(handle_.get(), sequence); }
+  kvtier_status attach_cache(std::uint32_t sequence, const kvtier_kv_layout& layout) {
+    return kvtier_sequence_attach_cache(handle_.get(), sequence, &layout);
+  }
+  kvtier_status step_end(std::uint32_t sequence, std::uint32_t step) {
+    return kvtier_sequence_step_end(handle_.get(), sequence, step);
+  }
 
   kvtier_status push_scores(std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
                             std::span<const float> values) {
@@ -70,6 +79,17 @@ class Client {
   }
   kvtier_status ack_plan(std::uint64_t epoch, bool applied) {
     return kvtier_plan_ack(handle_.get(), epoch, applied ? 1 : 0);
+  }
+
+  kvtier_status execute_plan(const kvtier_plan& plan, std::span<const std::uint32_t> hbm_slots) {
+    return kvtier_plan_execute(handle_.get(), &plan, hbm_slots.data());
+  }
+  kvtier_status t1_rows(std::uint32_t sequence, std::size_t& rows, std::size_t& bytes) const {
+    return kvtier_sequence_t1_rows(handle_.get(), sequence, &rows, &bytes);
+  }
+  kvtier_status stage_layer(std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order,
+                            std::span<std::byte> buffer, kvtier_staged_layer& out) {
+    return kvtier_stage_layer(handle_.get(), sequence, layer, order, buffer.data(), buffer.size(), &out);
   }
 
   kvtier_status counters(kvtier_client_counters& out) const { return kvtier_client_counters_get(handle_.get(), &out); }

@@ -1,0 +1,101 @@
+// The tiering loop through real processes: a toy transformer in kvtier-workload streams real
+// attention scores, kvtierd decides tiers and sends plans, libkvtier moves the rows and stages
+// T1 per layer. Attention over the tiered cache must equal attention over the full cache.
+#include <signal.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "workload_run.hpp"
+
+namespace kvtier::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string test_name() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
+
+// Small window and interval so a 200-step run makes many decisions.
+const std::vector<std::string> kBusy = {"--sequences", "2", "--prompt", "32", "--steps", "200",
+                                        "--interval", "16", "--window", "16"};
+
+std::vector<std::string> with(std::vector<std::string> extra) {
+  std::vector<std::string> args = kBusy;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+class ExactAtZeroEviction : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ExactAtZeroEviction, PositionOrderedStagingIsBitIdenticalToTheFullCache) {
+  DaemonUnderTest daemon(test_name());
+  const WorkloadRun run = run_workload(daemon, with({"--beta", GetParam(), "--evict", "0", "--expect-exact"}));
+  ASSERT_EQ(run.exit_code, 0) << run.out << daemon.log();
+  EXPECT_EQ(run.number("steps_compared"), 400);
+  EXPECT_EQ(run.number("steps_identical"), 400);
+  EXPECT_EQ(run.number("max_abs_diff"), 0);
+  EXPECT_EQ(run.number("plans_failed"), 0);
+  if (std::string(GetParam()) != "1.0") {
+    // Tokens really moved: offloaded to the pool and restored from it.
+    EXPECT_GT(run.number("rows_offloaded"), 0);
+    EXPECT_GT(run.number("rows_restored"), 0);
+    EXPECT_LT(run.number("peak_t0_tokens"), run.number("full_tokens"));
+  } else {
+    EXPECT_EQ(run.number("rows_offloaded"), 0);  // β = 1 keeps everything in HBM
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Beta, ExactAtZeroEviction, ::testing::Values("0.3", "0.5", "0.7", "1.0"));
+
+TEST(Tiering, CompactStagingAgreesWithinFloatingPointReorderingTolerance) {
+  DaemonUnderTest daemon(test_name());
+  const WorkloadRun run = run_workload(daemon, with({"--beta", "0.3", "--order", "compact"}));
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_GT(run.number("rows_offloaded"), 0);
+  EXPECT_LT(run.number("max_abs_diff"), 1e-5);
+  // Summation order differs, so some steps are not bit-identical.
+  EXPECT_LT(run.number("steps_identical"), run.number("steps_compared"));
+}
+
+TEST(Tiering, EvictionChangesOutputsMoreAsRGrows) {
+  DaemonUnderTest daemon(test_name());
+  const WorkloadRun small = run_workload(daemon, with({"--beta", "0.5", "--evict", "0.05"}));
+  const WorkloadRun large = run_workload(daemon, with({"--beta", "0.5", "--evict", "0.3"}));
+  ASSERT_EQ(small.exit_code, 0) << small.out;
+  ASSERT_EQ(large.exit_code, 0) << large.out;
+  EXPECT_GT(small.number("max_abs_diff"), 0);
+  EXPECT_GT(large.number("max_abs_diff"), small.number("max_abs_diff"));
+  EXPECT_LT(large.number("steps_identical"), large.number("steps_compared"));
+}
+
+TEST(Tiering, StatusShowsTierCountsPerSequenceChangingOverTime) {
+  DaemonUnderTest daemon(test_name());
+  ChildProcess client = ChildProcess::spawn(
+      {KVTIER_TEST_WORKLOAD, "--socket", daemon.socket().string(), "--name", "slow", "--sequences", "1", "--prompt",
+       "32", "--steps", "300", "--interval", "16", "--window", "16", "--beta", "0.3", "--evict", "0.1", "--step-us",
+       "3000", "--hold"},
+      daemon.dir() / "slow.log");
+  // Early: everything in T0. Later: T1 and T3 are populated and the pool holds rows.
+  EXPECT_TRUE(eventually([&] { return daemon.ctl({"status", "--json"}).out.find("\"t1\":0,") == std::string::npos; },
+                         std::chrono::seconds(20)));
+  EXPECT_TRUE(eventually(
+      [&] { return daemon.ctl({"status", "--json"}).out.find("\"t3\":0,") == std::string::npos; },
+      std::chrono::seconds(20)));
+  const std::string json = daemon.ctl({"status", "--json"}).out;
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("\"pool_slots_used\":0,")));
+  EXPECT_THAT(json, HasSubstr("\"evict_ratio\":0.1"));
+  const std::string text = daemon.ctl({"status"}).out;
+  EXPECT_THAT(text, HasSubstr("T1"));
+  client.signal(SIGTERM);
+  EXPECT_EQ(client.wait(std::chrono::seconds(20)), 0);
+}
+
+TEST(Tiering, BadTierParametersAreRefusedNamingTheField) {
+  DaemonUnderTest daemon(test_name());
+  const WorkloadRun run = run_workload(daemon, with({"--beta", "1.5"}));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.out, HasSubstr("hbm_ratio"));
+}
+
+}  // namespace
+}  // namespace kvtier::testing

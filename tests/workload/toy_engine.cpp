@@ -1,0 +1,145 @@
+#include "toy_engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace kvtier::workload {
+
+// Hands the model each layer's T1 rows, staged by libkvtier from the pool.
+class ToyEngine::Staging : public toy::StagingSource {
+ public:
+  Staging(Client& client, std::uint32_t sequence, kvtier_staging_order order)
+      : client_(client), sequence_(sequence), order_(order) {}
+
+  Result<toy::StagedRows> stage(std::uint32_t layer) override {
+    std::size_t rows = 0, bytes = 0;
+    if (client_.t1_rows(sequence_, rows, bytes) != KVTIER_OK) return make_error(Errc::kInternal, client_.last_error());
+    buffer_.resize(std::max<std::size_t>(bytes / sizeof(float), 1));
+    kvtier_staged_layer staged{};
+    const auto status = client_.stage_layer(
+        sequence_, layer, order_, std::as_writable_bytes(std::span(buffer_)), staged);
+    if (status != KVTIER_OK) return make_error(Errc::kInternal, client_.last_error());
+    return toy::StagedRows{std::span(staged.positions, staged.rows), static_cast<const float*>(staged.k),
+                           static_cast<const float*>(staged.v),
+                           order_ == KVTIER_STAGE_COMPACT ? kernels::StagingOrder::kCompact
+                                                          : kernels::StagingOrder::kPositionOrder};
+  }
+
+ private:
+  Client& client_;
+  std::uint32_t sequence_;
+  kvtier_staging_order order_;
+  std::vector<float> buffer_;
+};
+
+ToyEngine::ToyEngine(Client& client, std::uint32_t sequence, const toy::ToyConfig& config, std::uint64_t seed,
+                     kvtier_staging_order order, bool shadow)
+    : client_(client),
+      sequence_(sequence),
+      order_(order),
+      model_(std::make_unique<toy::ToyModel>(config, seed)),
+      shadow_(shadow ? std::make_unique<toy::ToyModel>(config, seed) : nullptr),
+      staging_(std::make_unique<Staging>(client, sequence, order)),
+      seed_(seed) {}
+
+ToyEngine::~ToyEngine() = default;
+
+std::uint32_t ToyEngine::token_at(std::uint32_t position) const {
+  // Deterministic pseudo-random input tokens (teacher forcing), the same for both models.
+  std::uint64_t x = (seed_ + position) * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 29;
+  return static_cast<std::uint32_t>(x % model_->config().vocab_size);
+}
+
+kvtier_status ToyEngine::start(std::uint32_t prompt_length) {
+  const kernels::KvLayout& l = model_->layout();
+  kvtier_kv_layout layout;
+  kvtier_kv_layout_init(&layout);
+  layout.num_layers = l.num_layers;
+  layout.num_kv_heads = l.num_kv_heads;
+  layout.head_dim = l.head_dim;
+  layout.dtype = KVTIER_DTYPE_F32;
+  layout.num_slots = l.num_slots;
+  layout.block_size = l.block_size;
+  layout.token_stride = l.token_stride;
+  layout.head_stride = l.head_stride;
+  layout.block_stride = l.block_stride;
+  layout.k_base = l.k_base.data();
+  layout.v_base = l.v_base.data();
+  if (const auto st = client_.attach_cache(sequence_, layout); st != KVTIER_OK) return st;
+  std::vector<std::uint32_t> prompt(prompt_length);
+  for (std::uint32_t i = 0; i < prompt_length; ++i) prompt[i] = token_at(i);
+  auto out = model_->prefill(prompt);
+  if (!out) return KVTIER_E_INTERNAL;
+  if (shadow_ && !shadow_->prefill(prompt)) return KVTIER_E_INTERNAL;
+  next_position_ = prompt_length;
+  stats_.peak_t0 = prompt_length;
+  return KVTIER_OK;
+}
+
+kvtier_status ToyEngine::apply(const kvtier_plan& plan) {
+  std::vector<std::uint32_t> hbm(plan.move_count, KVTIER_NO_SLOT);
+  std::vector<std::uint32_t> admitted;
+  bool ok = true;
+  for (std::size_t i = 0; i < plan.move_count && ok; ++i) {
+    const kvtier_plan_move& m = plan.moves[i];
+    if (m.from_tier == KVTIER_T0) {
+      const auto slot = model_->slot_of(m.position);
+      ok = slot.has_value();
+      hbm[i] = slot.value_or(KVTIER_NO_SLOT);
+    } else if (m.to_tier == KVTIER_T0) {
+      auto slot = model_->admit(m.position);
+      ok = slot.has_value();
+      if (ok) {
+        hbm[i] = *slot;
+        admitted.push_back(m.position);
+      }
+    }
+  }
+  if (ok) ok = client_.execute_plan(plan, hbm) == KVTIER_OK;
+  if (!ok) {
+    // The daemon rolls the plan back; the placement stays as it was.
+    for (const auto position : admitted) (void)model_->release(position);
+    ++stats_.plans_failed;
+    return client_.ack_plan(plan.epoch, false);
+  }
+  for (std::size_t i = 0; i < plan.move_count; ++i) {
+    const kvtier_plan_move& m = plan.moves[i];
+    if (m.from_tier == KVTIER_T0) (void)model_->release(m.position);
+    stats_.rows_offloaded += (m.from_tier == KVTIER_T0 && m.to_tier == KVTIER_T1) ? 1 : 0;
+    stats_.rows_restored += (m.from_tier == KVTIER_T1 && m.to_tier == KVTIER_T0) ? 1 : 0;
+  }
+  ++stats_.plans;
+  return client_.ack_plan(plan.epoch, true);
+}
+
+kvtier_status ToyEngine::step() {
+  const std::uint32_t position = next_position_++;
+  const std::uint32_t token = token_at(position);
+  auto out = model_->decode_token(token, position, staging_.get());
+  if (!out) return KVTIER_E_INTERNAL;
+  if (shadow_) {
+    auto full = shadow_->decode_token(token, position);
+    if (!full) return KVTIER_E_INTERNAL;
+    compare(*out, *full);
+  }
+  stats_.peak_t0 = std::max(stats_.peak_t0, static_cast<std::uint32_t>(model_->resident_positions().size()));
+  // Scores over [0, position]; evicted positions (absent from the step) contribute 0.
+  scores_.assign(position + 1, 0.0f);
+  for (std::size_t i = 0; i < out->positions.size(); ++i) scores_[out->positions[i]] = out->scores[i];
+  if (const auto st = client_.push_scores(sequence_, step_, 0, scores_); st != KVTIER_OK) return st;
+  return client_.step_end(sequence_, step_++);
+}
+
+void ToyEngine::compare(const toy::StepOutput& tiered, const toy::StepOutput& full) {
+  ++stats_.steps_compared;
+  const bool same = tiered.hidden.size() == full.hidden.size() &&
+                    std::memcmp(tiered.hidden.data(), full.hidden.data(), full.hidden.size() * sizeof(float)) == 0;
+  stats_.steps_identical += same ? 1 : 0;
+  for (std::size_t i = 0; i < full.hidden.size(); ++i) {
+    stats_.max_abs_diff = std::max(stats_.max_abs_diff, static_cast<double>(std::fabs(tiered.hidden[i] - full.hidden[i])));
+  }
+}
+
+}  // namespace kvtier::workload

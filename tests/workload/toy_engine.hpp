@@ -1,0 +1,60 @@
+// ToyEngine: one sequence of the workload: a real (toy) transformer whose KV cache is tiered
+// through libkvtier, optionally shadowed by an untiered copy of the same model to check that
+// attention over the tiered cache equals attention over the full cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kvtier/kvtier.hpp"
+#include "kvtier/toy/toy_model.hpp"
+
+namespace kvtier::workload {
+
+struct EngineStats {
+  std::uint64_t plans = 0;
+  std::uint64_t plans_failed = 0;
+  std::uint64_t rows_offloaded = 0;
+  std::uint64_t rows_restored = 0;
+  std::uint64_t steps_compared = 0;
+  std::uint64_t steps_identical = 0;
+  double max_abs_diff = 0.0;
+  std::uint32_t peak_t0 = 0;  // most tokens held in the engine's cache at once
+};
+
+class ToyEngine {
+ public:
+  ToyEngine(Client& client, std::uint32_t sequence, const toy::ToyConfig& config, std::uint64_t seed,
+            kvtier_staging_order order, bool shadow);
+  ~ToyEngine();
+
+  // Attaches the engine's cache to the sequence and runs the prompt (all T0).
+  kvtier_status start(std::uint32_t prompt_length);
+  // Executes one plan for this sequence and acknowledges it.
+  kvtier_status apply(const kvtier_plan& plan);
+  // Decodes the next token, pushes its scores and ends the step.
+  kvtier_status step();
+
+  std::uint32_t sequence() const { return sequence_; }
+  const EngineStats& stats() const { return stats_; }
+
+ private:
+  class Staging;
+  std::uint32_t token_at(std::uint32_t position) const;
+  void compare(const toy::StepOutput& tiered, const toy::StepOutput& full);
+
+  Client& client_;
+  std::uint32_t sequence_;
+  kvtier_staging_order order_;
+  std::unique_ptr<toy::ToyModel> model_;
+  std::unique_ptr<toy::ToyModel> shadow_;  // full cache, same weights and tokens
+  std::unique_ptr<Staging> staging_;
+  std::uint64_t seed_;
+  std::uint32_t next_position_ = 0;
+  std::uint32_t step_ = 0;
+  std::vector<float> scores_;
+  EngineStats stats_;
+};
+
+}  // namespace kvtier::workload
