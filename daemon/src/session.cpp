@@ -16,6 +16,13 @@
 namespace kvtier::daemon {
 namespace {
 
+// Errors in one request that leave the session usable; everything else (malformed frames,
+// permission) ends it.
+bool is_request_error(Errc code) {
+  return code == Errc::kInvalidArgument || code == Errc::kNotFound || code == Errc::kLimitExceeded ||
+         code == Errc::kBadState;
+}
+
 constexpr std::size_t kReadChunk = 16 * 1024;
 
 }  // namespace
@@ -60,8 +67,8 @@ void Session::on_frame(protocol::FrameWords frame) {
   auto handled = protocol::capture_protocol_errors(
       [&]() -> Status { return dispatch(message->root<wire::ClientMessage>()); });
   if (!handled) {
-    if (handled.error().code == Errc::kNotFound) {
-      send_error(handled.error());  // a stale id is the peer's mistake, not a broken session
+    if (state_ == State::kReady && is_request_error(handled.error().code)) {
+      send_error(handled.error());  // the client can correct it; its session stays
     } else {
       fail(handled.error());
     }
@@ -81,7 +88,8 @@ Status Session::dispatch(wire::ClientMessage::Reader message) {
     case wire::ClientMessage::CLOSE_SEQUENCE: return on_close(message.getCloseSequence());
     case wire::ClientMessage::STATUS_REQUEST: return on_status();
   }
-  return make_error(Errc::kProtocol, "unknown message type " + std::to_string(static_cast<int>(which)));
+  return make_error(Errc::kInvalidArgument, "unknown request (message type " +
+                                                std::to_string(static_cast<int>(which)) + ")");
 }
 
 Status Session::on_hello(wire::Hello::Reader hello) {

@@ -116,7 +116,7 @@ TEST(SessionIsolation, RequestBeforeHelloIsRefused) {
   EXPECT_TRUE(bad.closed_by_daemon());
 }
 
-TEST(SessionIsolation, AbsurdGeometryIsRefusedWithAClearError) {
+TEST(SessionIsolation, AbsurdGeometryIsRefusedAndTheSessionStaysUsable) {
   DaemonUnderTest daemon(test_name());
   RawPeer peer(daemon.socket());
   hello_ok(peer);
@@ -133,6 +133,12 @@ TEST(SessionIsolation, AbsurdGeometryIsRefusedWithAClearError) {
   EXPECT_EQ(error.code, Errc::kInvalidArgument);
   EXPECT_THAT(error.message, HasSubstr("bad KV geometry"));
   EXPECT_THAT(error.message, HasSubstr("num_layers"));
+  // A request error leaves the session usable: a corrected request succeeds on it.
+  r.setNumLayers(4);
+  peer.send(reg);
+  auto registered = peer.receive();
+  ASSERT_TRUE(registered);
+  EXPECT_EQ(registered->root<wire::DaemonMessage>().which(), wire::DaemonMessage::MODEL_REGISTERED);
   expect_daemon_healthy(daemon);
 }
 
