@@ -45,7 +45,7 @@ Status run_daemon(const config::DaemonConfig& config, spdlog::logger& log) {
   }
 
   DataPlane data_plane(io, config, log);
-  Server server(io, config, data_plane, log, epoch);
+  Server server(io, config, data_plane, supervisor, log, epoch);
   data_plane.start([&server](std::uint32_t client_id, const Error& error) { server.fail_client(client_id, error); });
   server.start(std::move(*acceptor));
 

@@ -27,11 +27,12 @@ shm::UniqueFd pidfd_open(pid_t pid) {
 
 }  // namespace
 
-Server::Server(asio::io_context& io, const config::DaemonConfig& config, DataPlane& data_plane, spdlog::logger& log,
-               std::uint64_t epoch)
+Server::Server(asio::io_context& io, const config::DaemonConfig& config, DataPlane& data_plane,
+               Supervisor& supervisor, spdlog::logger& log, std::uint64_t epoch)
     : io_(io),
       config_(config),
       data_plane_(data_plane),
+      supervisor_(supervisor),
       log_(log),
       epoch_(epoch),
       started_(std::chrono::steady_clock::now()) {}
@@ -126,6 +127,7 @@ Result<PoolGrant> Server::register_pool(Session& session, const shm::PoolGeometr
   clients_.at(session.client_id()).pool_bytes = segment->size();
   pool_bytes_used_ += segment->size();
   data_plane_.set_pool(session.client_id(), std::move(*segment), geometry);
+  report_status();
   log_.info("event=model_registered client_id={} layers={} kv_heads={} head_dim={} slots={} pool_bytes={}",
             session.client_id(), geometry.num_layers, geometry.num_kv_heads, geometry.head_dim, geometry.slots,
             grant.segment_bytes);
@@ -181,7 +183,15 @@ void Server::reclaim(std::uint32_t client_id) {
     log_.info("event=client_reclaimed client_id={} pid={} pool_bytes={}", client_id, found->second.peer.pid,
               found->second.pool_bytes);
     clients_.erase(found);
+    report_status();
   });
+}
+
+void Server::report_status() {
+  std::size_t engines = 0;
+  for (const auto& [id, record] : clients_) engines += record.engine && !record.closed ? 1 : 0;
+  supervisor_.status("serving " + std::to_string(engines) + " engine client(s), " +
+                     std::to_string(pool_bytes_used_) + " pool bytes");
 }
 
 void Server::stop() {

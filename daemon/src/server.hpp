@@ -27,6 +27,7 @@
 #include "kvtier/shm/pool_geometry.hpp"
 #include "kvtier/shm/unique_fd.hpp"
 #include "peer.hpp"
+#include "supervisor.hpp"
 
 namespace kvtier::daemon {
 
@@ -45,8 +46,8 @@ struct PoolGrant {
 
 class Server {
  public:
-  Server(asio::io_context& io, const config::DaemonConfig& config, DataPlane& data_plane, spdlog::logger& log,
-         std::uint64_t epoch);
+  Server(asio::io_context& io, const config::DaemonConfig& config, DataPlane& data_plane, Supervisor& supervisor,
+         spdlog::logger& log, std::uint64_t epoch);
   ~Server();
 
   // Starts accepting on `acceptor`.
@@ -85,11 +86,13 @@ class Server {
   void accept_next();
   void on_accept(asio::local::stream_protocol::socket socket);
   void reclaim(std::uint32_t client_id);
+  void report_status();
   Result<std::string> segment_name(std::uint32_t client_id, shm::SegmentKind kind) const;
 
   asio::io_context& io_;
   const config::DaemonConfig& config_;
   DataPlane& data_plane_;
+  Supervisor& supervisor_;
   spdlog::logger& log_;
   std::uint64_t epoch_;
   std::chrono::steady_clock::time_point started_;

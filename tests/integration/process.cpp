@@ -16,7 +16,7 @@ namespace kvtier::testing {
 namespace fs = std::filesystem;
 
 ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv, const fs::path& log_path,
-                                 std::optional<uid_t> run_as) {
+                                 std::optional<uid_t> run_as, const std::function<void()>& in_child) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -29,6 +29,7 @@ ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv, const fs:
       ::dup2(fd, 2);
     }
     if (run_as && (::setgid(*run_as) != 0 || ::setuid(*run_as) != 0)) ::_exit(126);
+    if (in_child) in_child();
     ::execv(args[0], args.data());
     ::_exit(127);
   }

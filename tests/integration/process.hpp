@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,8 +18,10 @@ namespace kvtier::testing {
 class ChildProcess {
  public:
   // stdout/stderr go to `log_path` when given (so a test can read them), else inherited.
+  // `in_child` runs in the child between fork and exec (set environment, arrange fds).
   static ChildProcess spawn(const std::vector<std::string>& argv, const std::filesystem::path& log_path = {},
-                            std::optional<uid_t> run_as = std::nullopt);
+                            std::optional<uid_t> run_as = std::nullopt,
+                            const std::function<void()>& in_child = {});
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&&) = delete;
   ~ChildProcess();

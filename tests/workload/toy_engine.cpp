@@ -68,11 +68,14 @@ kvtier_status ToyEngine::start(std::uint32_t prompt_length) {
   layout.k_base = l.k_base.data();
   layout.v_base = l.v_base.data();
   if (const auto st = client_.attach_cache(sequence_, layout); st != KVTIER_OK) return st;
-  std::vector<std::uint32_t> prompt(prompt_length);
-  for (std::uint32_t i = 0; i < prompt_length; ++i) prompt[i] = token_at(i);
-  auto out = model_->prefill(prompt);
-  if (!out) return KVTIER_E_INTERNAL;
-  if (shadow_ && !shadow_->prefill(prompt)) return KVTIER_E_INTERNAL;
+  // Prefill row by row; the daemon accumulates each row's probabilities, i.e. the prompt's
+  // column sums, before the first decode step ends.
+  for (std::uint32_t position = 0; position < prompt_length; ++position) {
+    auto out = model_->decode_token(token_at(position), position);
+    if (!out) return KVTIER_E_INTERNAL;
+    if (shadow_ && !shadow_->decode_token(token_at(position), position)) return KVTIER_E_INTERNAL;
+    if (const auto st = client_.push_scores(sequence_, 0, 0, out->scores); st != KVTIER_OK) return st;
+  }
   next_position_ = prompt_length;
   stats_.peak_t0 = prompt_length;
   return KVTIER_OK;

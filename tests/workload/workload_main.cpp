@@ -26,6 +26,7 @@ struct Options {
   std::string socket;
   std::string name = "workload";
   unsigned sequences = 3, prompt = 48, steps = 256, step_us = 0;
+  unsigned fail_every = 0;  // acknowledge every Nth plan as failed without executing it
   bool hold = false, shadow = true, expect_exact = false;
   kvtier_sequence_options tiering{};
   kvtier_staging_order order = KVTIER_STAGE_POSITION_ORDER;
@@ -53,6 +54,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg == "--prompt") o.prompt = u();
     else if (arg == "--steps") o.steps = u();
     else if (arg == "--step-us") o.step_us = u();
+    else if (arg == "--fail-every") o.fail_every = u();
     else if (arg == "--order") o.order = std::strcmp(v, "compact") == 0 ? KVTIER_STAGE_COMPACT : KVTIER_STAGE_POSITION_ORDER;
     else {
       // Tier parameters: any of them switches the sequence off the daemon's defaults.
@@ -79,6 +81,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, o)) {
     std::fputs("usage: kvtier-workload [--socket PATH] [--name N] [--sequences K] [--prompt P] [--steps S]\n"
                "  [--step-us U] [--hold] [--no-shadow] [--expect-exact] [--order position|compact]\n"
+               "  [--fail-every N]\n"
                "  [--beta B] [--evict R] [--mode cumulative|paper-algorithm|paper-prototype]\n"
                "  [--interval D] [--window W] [--sinks K]\n",
                stderr);
@@ -117,9 +120,16 @@ int main(int argc, char** argv) {
     return nullptr;
   };
 
+  unsigned plans_seen = 0, plans_rejected = 0;
   for (unsigned step = 0; step < o.steps && g_stop == 0; ++step) {
     kvtier_plan plan{};
     while ((st = client.poll_plan(std::chrono::milliseconds(0), plan)) == KVTIER_OK) {
+      if (o.fail_every != 0 && ++plans_seen % o.fail_every == 0) {
+        // Report the plan as not applied: the daemon must keep the old placement.
+        if ((st = client.ack_plan(plan.epoch, false)) != KVTIER_OK) return fail(client, "ack", st);
+        ++plans_rejected;
+        continue;
+      }
       auto* engine = engine_of(plan.sequence);
       if (engine == nullptr) return fail(client, "plan for an unknown sequence", KVTIER_E_PROTOCOL);
       if ((st = engine->apply(plan)) != KVTIER_OK) return fail(client, "apply", st);
@@ -148,11 +158,11 @@ int main(int argc, char** argv) {
   const std::size_t row_bytes = 2ull * config.num_kv_heads * config.head_dim * sizeof(float) * config.num_layers;
   kvtier_client_counters counters{};
   client.counters(counters);
-  std::printf("summary name=%s sequences=%u steps=%u plans=%llu plans_failed=%llu rows_offloaded=%llu "
+  std::printf("summary name=%s sequences=%u steps=%u plans=%llu plans_failed=%llu plans_rejected=%u rows_offloaded=%llu "
               "rows_restored=%llu bytes_moved=%llu score_records=%llu dropped=%llu steps_compared=%llu "
               "steps_identical=%llu max_abs_diff=%.3g peak_t0_tokens=%u full_tokens=%u\n",
               o.name.c_str(), o.sequences, o.steps, static_cast<unsigned long long>(total.plans),
-              static_cast<unsigned long long>(total.plans_failed),
+              static_cast<unsigned long long>(total.plans_failed), plans_rejected,
               static_cast<unsigned long long>(total.rows_offloaded), static_cast<unsigned long long>(total.rows_restored),
               static_cast<unsigned long long>((total.rows_offloaded + total.rows_restored) * row_bytes),
               static_cast<unsigned long long>(counters.score_records_pushed),
