@@ -32,6 +32,24 @@ Result<SequenceTiers> bench_sequence(std::span<const float> scores, const TierPa
   auto seq = SequenceTiers::create(0, params, std::max<std::uint32_t>(n, 1));
   if (!seq) return seq;
   if (auto status = seq->add_scores(0, scores); !status) return tl::unexpected(status.error());
+  const PolicyTraits traits = policy_traits(params.policy);
+  std::mt19937_64 rng(params.seed ^ 0x5EEDF00Dull);
+  if (traits.uses_value_ranges) {
+    std::lognormal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> ranges(n);
+    for (float& r : ranges) r = dist(rng);
+    if (auto status = seq->add_value_ranges(0, ranges); !status) {
+      return tl::unexpected(status.error());
+    }
+  }
+  if (traits.uses_key_digests) {
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> keys(std::size_t{n} * kBenchDigestDim);
+    for (float& k : keys) k = dist(rng);
+    if (auto status = seq->add_key_digests(0, keys, kBenchDigestDim); !status) {
+      return tl::unexpected(status.error());
+    }
+  }
   return seq;
 }
 
@@ -65,7 +83,22 @@ Result<DecisionTiming> time_decision(std::uint32_t n, const TierParams& params, 
   }
   timing.decide_seconds = median(decide_times);
   timing.nth_element_seconds = median(nth_times);
+  timing.bytes_per_token = seq->metadata_bytes_per_token();
   return timing;
+}
+
+Result<std::vector<PolicyTiming>> time_policies(std::uint32_t n, const TierParams& params,
+                                                std::uint64_t seed, int repeats) {
+  std::vector<PolicyTiming> out;
+  for (PolicyKind kind : kAllPolicies) {
+    TierParams p = params;
+    p.policy = kind;
+    if (!policy_traits(kind).supports_hysteresis) p.hysteresis = 0.0;
+    auto timing = time_decision(n, p, seed, repeats);
+    if (!timing) return tl::unexpected(timing.error());
+    out.push_back({kind, *timing});
+  }
+  return out;
 }
 
 }  // namespace kvtier::tier

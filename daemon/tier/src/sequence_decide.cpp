@@ -1,5 +1,6 @@
-// SequenceTiers::decide(): budgets per eviction mode, cut points by radix select, then one
-// classify-and-emit pass over the managed range (see sequence_tiers.hpp for the contract).
+// SequenceTiers::decide(): budgets per eviction mode, the policy's ranking keys, cut points by
+// radix select over the keys, then one classify-and-emit pass over the managed range (see
+// sequence_tiers.hpp for the contract).
 #include <algorithm>
 #include <bit>
 
@@ -48,7 +49,7 @@ Budget budget_for(const TierParams& p, std::uint32_t n, std::uint32_t managed,
 }
 
 struct ClassifyInput {
-  const float* scores;  // the managed range
+  const float* scores;  // ranking keys of the managed range
   const Tier* tiers;
   std::uint32_t size;
   std::uint32_t first;  // absolute position of scores[0]
@@ -112,9 +113,9 @@ const Decision& SequenceTiers::decide() {
                                       : static_cast<std::uint8_t>(bit(Tier::kT0) | bit(Tier::kT1) |
                                                                   bit(Tier::kT2));
 
-  CutSelector selector;
-  const std::uint32_t n =
-      selector.count({scores, size}, {reinterpret_cast<const std::uint8_t*>(tiers), size}, mask);
+  // The candidate count comes from the tier counts, so budgets are known before the policy ranks
+  // (vase sizes its reservation from n_hbm); the selector's count must agree.
+  const std::uint32_t n = candidate_count(prototype);
   Pending& pending = pending_.emplace();
   Decision& d = pending.decision;
   d.candidates = n;
@@ -125,10 +126,32 @@ const Decision& SequenceTiers::decide() {
   const Budget budget = budget_for(params_, n, managed(), destroyed_);
   d.hbm_budget = budget.hbm;
 
+  RankingContext ctx;
+  ctx.scores = {scores, size};
+  ctx.tiers = {tiers, size};
+  ctx.recent = features_.recent(first, size);
+  ctx.value_ranges = features_.value_ranges(first, size);
+  ctx.digests = features_.digests(first, size);
+  ctx.first_position = first;
+  ctx.candidate_mask = mask;
+  ctx.candidates = n;
+  ctx.hbm_budget = budget.hbm;
+  ctx.evict_budget = budget.evict;
+  ctx.step = step_;
+  ctx.params = &params_;
+  const std::span<const float> keys = policy_->rank(ctx, key_scratch_);
+  detail::require(keys.size() == size, "policy returned keys for a different range");
+
+  CutSelector selector;
+  const std::uint32_t counted =
+      selector.count(keys, {reinterpret_cast<const std::uint8_t*>(tiers), size}, mask);
+  detail::require(counted == n, "candidate count disagrees with the tier counts");
+
   // Below cut[0]: T3. Below cut[1] (and not below cut[0]): T1 in the plain split. cut[2] is
   // the highest plain-T1 survivor, needed only for hysteresis.
   const std::uint32_t survivors = n - budget.evict;
-  const bool hysteresis = !prototype && params_.hysteresis > 0.0 && budget.hbm > 0 &&
+  const bool hysteresis = !prototype && params_.hysteresis > 0.0 &&
+                          policy_traits(params_.policy).supports_hysteresis && budget.hbm > 0 &&
                           budget.hbm < survivors;
   const std::uint32_t t0_rank = n - budget.hbm;
   const std::uint32_t ranks[3] = {budget.evict, t0_rank, hysteresis ? t0_rank - 1 : t0_rank};
@@ -150,7 +173,7 @@ const Decision& SequenceTiers::decide() {
   // moves, so the buffer needs one spare entry beyond the candidates.
   pending.moves = std::make_unique_for_overwrite<TierMove[]>(std::size_t{n} + 1);
   TierMove* out = pending.moves.get();
-  const ClassifyInput input{scores, tiers, size, first, mask, cut[0], cut[1], lower, upper};
+  const ClassifyInput input{keys.data(), tiers, size, first, mask, cut[0], cut[1], lower, upper};
   const bool all = n == size;
   const ClassifyCounts counts = hysteresis ? (all ? classify<true, true>(input, out)
                                                   : classify<false, true>(input, out))

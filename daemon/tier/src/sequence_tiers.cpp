@@ -36,7 +36,11 @@ Result<SequenceTiers> SequenceTiers::create(std::uint32_t prompt_length, const T
 
 SequenceTiers::SequenceTiers(std::uint32_t prompt_length, const TierParams& params,
                              std::uint32_t max_tokens)
-    : params_(params), prompt_length_(prompt_length), max_tokens_(max_tokens) {
+    : params_(params),
+      policy_(make_policy(params.policy)),
+      features_(params),
+      prompt_length_(prompt_length),
+      max_tokens_(max_tokens) {
   extend_to(prompt_length);
 }
 
@@ -45,7 +49,41 @@ void SequenceTiers::extend_to(std::uint32_t new_length) {
   if (new_length <= old_length) return;
   scores_.resize(new_length, 0.0f);
   tiers_.resize(new_length, Tier::kT0);
+  features_.resize(new_length);
   counts_[tier_index(Tier::kT0)] += new_length - old_length;
+}
+
+Status SequenceTiers::check_range(std::uint32_t first_position, std::size_t count,
+                                  const char* what) const {
+  const std::uint64_t end = std::uint64_t{first_position} + count;
+  if (end <= max_tokens_) return {};
+  return make_error(Errc::kInvalidArgument,
+                    std::string(what) + " position " +
+                        std::to_string(std::max<std::uint64_t>(first_position, max_tokens_)) +
+                        " is at or beyond max_tokens " + std::to_string(max_tokens_));
+}
+
+Status SequenceTiers::add_value_ranges(std::uint32_t first_position,
+                                       std::span<const float> ranges) {
+  if (auto status = features_.check_value_ranges(first_position, ranges); !status) return status;
+  if (auto status = check_range(first_position, ranges.size(), "value range"); !status) {
+    return status;
+  }
+  if (ranges.empty()) return {};
+  extend_to(static_cast<std::uint32_t>(first_position + ranges.size()));
+  return features_.set_value_ranges(first_position, ranges);
+}
+
+Status SequenceTiers::add_key_digests(std::uint32_t first_position, std::span<const float> keys,
+                                      std::uint32_t dim) {
+  if (auto status = features_.check_key_digests(first_position, keys, dim); !status) {
+    return status;
+  }
+  const std::size_t rows = keys.size() / dim;
+  if (auto status = check_range(first_position, rows, "key digest"); !status) return status;
+  if (rows == 0) return {};
+  extend_to(static_cast<std::uint32_t>(first_position + rows));
+  return features_.set_key_digests(first_position, keys, dim);
 }
 
 Status SequenceTiers::add_scores(std::uint32_t first_position, std::span<const float> values) {
@@ -78,11 +116,13 @@ Status SequenceTiers::add_scores(std::uint32_t first_position, std::span<const f
     // +0 + -0 is +0, so a -0 value can never make a score -0 (which would break key order).
     s[i] += t[i] != Tier::kT3 ? values[i] : 0.0f;
   }
+  features_.add_recent(first_position, values, tiers_);
   return {};
 }
 
 void SequenceTiers::end_step() {
   ++step_;
+  features_.end_step();
   if (params_.decay < 1.0) {
     const auto d = static_cast<float>(params_.decay);
     for (float& s : scores_) s *= d;  // T3 scores are 0 and stay 0
@@ -122,6 +162,7 @@ void SequenceTiers::apply(const TierMove& move) {
   if (move.to == Tier::kT3) {
     ++destroyed_;
     scores_[move.position] = 0.0f;
+    features_.clear(move.position);
   }
 }
 
@@ -135,8 +176,15 @@ float SequenceTiers::score_of(std::uint32_t position) const {
   return scores_[position];
 }
 
+float SequenceTiers::recent_of(std::uint32_t position) const {
+  detail::require(position < length(), "recent_of(): position beyond length");
+  const std::span<const float> recent = features_.recent(position, 1);
+  return recent.empty() ? 0.0f : recent[0];
+}
+
 std::uint32_t SequenceTiers::managed_first() const noexcept {
-  const std::uint64_t head = std::uint64_t{prompt_length_} + params_.sink_tokens;
+  const std::uint64_t prompt = protects_prompt(params_) ? prompt_length_ : 0;
+  const std::uint64_t head = prompt + params_.sink_tokens;
   return static_cast<std::uint32_t>(std::min<std::uint64_t>(head, length()));
 }
 
@@ -158,7 +206,20 @@ double SequenceTiers::destroyed_fraction() const noexcept {
 }
 
 std::size_t SequenceTiers::metadata_bytes() const noexcept {
-  return scores_.capacity() * sizeof(float) + tiers_.capacity() * sizeof(Tier);
+  return scores_.capacity() * sizeof(float) + tiers_.capacity() * sizeof(Tier) +
+         features_.bytes() + key_scratch_.capacity() * sizeof(float);
+}
+
+std::size_t SequenceTiers::metadata_bytes_per_token() const noexcept {
+  return policy_bytes_per_token(params_.policy, features_.digest_dim());
+}
+
+std::uint32_t SequenceTiers::candidate_count(bool t0_only) const noexcept {
+  // Every protected position is a live T0 token: it arrived as T0 and decide() never touches it.
+  const std::uint32_t protected_count = length() - managed();
+  std::uint32_t n = counts_[tier_index(Tier::kT0)] - protected_count;
+  if (!t0_only) n += counts_[tier_index(Tier::kT1)] + counts_[tier_index(Tier::kT2)];
+  return n;
 }
 
 }  // namespace kvtier::tier

@@ -44,11 +44,33 @@ Status validate(const TierParams& params) {
     case EvictionMode::kCumulative:
     case EvictionMode::kPaperAlgorithm:
     case EvictionMode::kPaperPrototype:
-      return {};
+      break;
+    default:
+      return make_error(Errc::kInvalidArgument,
+                        "tier params: mode has unknown value " +
+                            std::to_string(static_cast<unsigned>(params.mode)));
   }
-  return make_error(Errc::kInvalidArgument,
-                    "tier params: mode has unknown value " +
-                        std::to_string(static_cast<unsigned>(params.mode)));
+  if (policy_name(params.policy) == "unknown") {
+    return make_error(Errc::kInvalidArgument,
+                      "tier params: policy has unknown value " +
+                          std::to_string(static_cast<unsigned>(params.policy)));
+  }
+  if (params.hysteresis > 0.0 && !policy_traits(params.policy).supports_hysteresis) {
+    return make_error(Errc::kInvalidArgument,
+                      "tier params: hysteresis must be 0 with policy " +
+                          std::string(policy_name(params.policy)) + " (paper and h2o only), got " +
+                          fmt(params.hysteresis));
+  }
+  if (!(params.value_protect_ratio >= 0.0 && params.value_protect_ratio <= 1.0)) {
+    return bad("value_protect_ratio", "[0, 1]", params.value_protect_ratio);
+  }
+  if (!(params.rkv_lambda >= 0.0 && params.rkv_lambda <= 1.0)) {
+    return bad("rkv_lambda", "[0, 1]", params.rkv_lambda);
+  }
+  if (!(params.rkv_threshold >= -1.0 && params.rkv_threshold < 1.0)) {
+    return bad("rkv_threshold", "[-1, 1)", params.rkv_threshold);
+  }
+  return {};
 }
 
 std::string_view eviction_mode_name(EvictionMode mode) noexcept {

@@ -34,12 +34,14 @@ inline std::uint32_t ref_floor(double ratio, std::uint64_t n) {
       std::min<double>(static_cast<double>(n), std::floor(ratio * static_cast<double>(n) + 1e-9)));
 }
 
-// Expected assignment after one decision, hysteresis included.
-inline std::vector<Tier> reference_decision(const SequenceTiers& seq) {
+// Expected assignment after one decision, hysteresis included, ranking candidates by
+// keys[position] (the policy's ranking key; the scores for paper and h2o).
+inline std::vector<Tier> reference_decision(const SequenceTiers& seq, std::span<const float> keys) {
   const TierParams& p = seq.params();
   std::vector<Tier> tiers = snapshot(seq);
   const std::uint64_t len = seq.length();
-  const std::uint64_t first = std::min<std::uint64_t>(std::uint64_t{seq.prompt_length()} + p.sink_tokens, len);
+  const std::uint64_t prompt = protects_prompt(p) ? seq.prompt_length() : 0;
+  const std::uint64_t first = std::min<std::uint64_t>(prompt + p.sink_tokens, len);
   const std::uint64_t last = std::max<std::uint64_t>(len > p.window_tokens ? len - p.window_tokens : 0, first);
   const bool prototype = p.mode == EvictionMode::kPaperPrototype;
 
@@ -47,7 +49,7 @@ inline std::vector<Tier> reference_decision(const SequenceTiers& seq) {
   for (std::uint64_t pos = first; pos < last; ++pos) {
     const Tier t = tiers[pos];
     const bool candidate = prototype ? t == Tier::kT0 : t != Tier::kT3;
-    if (candidate) u.emplace_back(seq.score_of(static_cast<std::uint32_t>(pos)), static_cast<std::uint32_t>(pos));
+    if (candidate) u.emplace_back(keys[pos], static_cast<std::uint32_t>(pos));
   }
   std::sort(u.begin(), u.end());
   const auto n = static_cast<std::uint32_t>(u.size());
@@ -77,7 +79,8 @@ inline std::vector<Tier> reference_decision(const SequenceTiers& seq) {
     tiers[u[j].second] = j < evict ? Tier::kT3 : j < n - hbm ? Tier::kT1 : Tier::kT0;
   }
   const std::uint32_t survivors = n - evict;
-  if (!prototype && p.hysteresis > 0 && hbm > 0 && hbm < survivors) {
+  if (!prototype && p.hysteresis > 0 && policy_traits(p.policy).supports_hysteresis && hbm > 0 &&
+      hbm < survivors) {
     const auto c_hi = static_cast<double>(u[n - hbm].first);
     const auto c_lo = static_cast<double>(u[n - hbm - 1].first);
     for (std::uint32_t j = evict; j < n; ++j) {
@@ -91,6 +94,13 @@ inline std::vector<Tier> reference_decision(const SequenceTiers& seq) {
     }
   }
   return tiers;
+}
+
+// reference_decision ranking by the cumulative scores (paper, h2o).
+inline std::vector<Tier> reference_decision(const SequenceTiers& seq) {
+  std::vector<float> scores(seq.length());
+  for (std::uint32_t p = 0; p < seq.length(); ++p) scores[p] = seq.score_of(p);
+  return reference_decision(seq, scores);
 }
 
 }  // namespace kvtier::tier::testing

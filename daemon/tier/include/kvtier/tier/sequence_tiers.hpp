@@ -8,13 +8,15 @@
 // committed assignment only by commit(), so a plan the client never acknowledged leaves the
 // sequence exactly as it was. Scores keep accumulating while a decision is pending.
 //
-// Protected set (always T0): the prompt [0, P), the first sink_tokens generated positions
-// [P, P+k_s) and the newest window_tokens positions. The rest of the positions form the managed
-// range; its live tokens are U. A token never re-enters the protected set, so decide() only
-// touches the managed range.
+// Protected set (always T0): the prompt [0, P) when protects_prompt(params) (the policy's default
+// unless TierParams::protect_prompt says otherwise), the next sink_tokens positions (the first
+// generated ones, or the first of the sequence when the prompt is not protected) and the newest
+// window_tokens positions. The rest of the positions form the managed range; its live tokens are
+// U. A token never re-enters the protected set, so decide() only touches the managed range.
 //
 // decide() (per TierParams::mode; see tier_params.hpp for the budget formulas):
-//   ranks U ascending by (score, position): equal scores rank older (lower) positions lower, so
+//   ranks U ascending by (key, position), key = the policy's ranking key (policy.hpp; the
+//   cumulative score for paper and h2o): equal keys rank older (lower) positions lower, so
 //   they are evicted/demoted first. The lowest n_evict go to T3, the top n_hbm of the survivors
 //   to T0, the rest to T1. Cut points come from CutSelector (radix select, no sort): three
 //   streaming passes over the managed range (histogram, boundary gather, classify + emit).
@@ -30,7 +32,15 @@
 //   Σ_j d^(t−j+1)·x_j: the same as s ← d·s + x at each step's add, times one common factor d
 //   that no ranking or relative hysteresis test can see.
 //
-// Memory: 5 bytes per token (float score + 1-byte tier; kMetadataBytesPerToken). Between
+// Hysteresis applies to paper and h2o only (validate() refuses it for the other policies).
+//
+// Per-token policy features (token_features.hpp): add_value_ranges (vase) and add_key_digests
+// (r_kv); recent attention (vase, r_kv) is derived from add_scores. A policy that does not use a
+// feature refuses it with kBadState, so clients send features only for the policy selected.
+//
+// Memory: 5 bytes per token (float score + 1-byte tier; kMetadataBytesPerToken) under paper,
+// h2o, streaming_llm and random; vase 13, r_kv 13 + digest dim (policy_bytes_per_token). Policies
+// other than paper and h2o keep a 4-byte-per-managed-token key scratch between decisions. Between
 // decide() and commit()/rollback() only, a move buffer of 8 bytes per candidate is reserved, of
 // which only the pages holding actual moves are ever touched.
 // Thread-safety: none; the daemon owns each sequence on one thread.
@@ -45,9 +55,11 @@
 #include <vector>
 
 #include "kvtier/protocol/error.hpp"
+#include "kvtier/tier/policy.hpp"
 #include "kvtier/tier/tier.hpp"
 #include "kvtier/tier/tier_move.hpp"
 #include "kvtier/tier/tier_params.hpp"
+#include "kvtier/tier/token_features.hpp"
 
 namespace kvtier::tier {
 
@@ -78,6 +90,20 @@ class SequenceTiers {
   // positions >= max_tokens; nothing is applied then.
   Status add_scores(std::uint32_t first_position, std::span<const float> values);
 
+  // vase: sets the value range of position first_position + i to ranges[i] (the client's max
+  // over layers and KV heads of max_d v − min_d v). kBadState under another policy;
+  // kInvalidArgument for NaN, infinite or negative values or positions >= max_tokens. Extends the
+  // sequence like add_scores. Nothing is applied on error.
+  Status add_value_ranges(std::uint32_t first_position, std::span<const float> ranges);
+
+  // r_kv: sets the key digest of position first_position + i to keys[i·dim, (i+1)·dim). The
+  // first call fixes dim (1..TokenFeatures::kMaxDigestDim) for the sequence. kBadState under
+  // another policy; kInvalidArgument for non-finite components, a bad or changed dim, a size not
+  // a multiple of dim, positions >= max_tokens. Extends the sequence like add_scores. Nothing is
+  // applied on error. A token without a digest is similar to nothing.
+  Status add_key_digests(std::uint32_t first_position, std::span<const float> keys,
+                         std::uint32_t dim);
+
   // One decode step finished: step() += 1, then the decay factor is applied (if < 1).
   void end_step();
 
@@ -100,6 +126,8 @@ class SequenceTiers {
   // Preconditions (abort): position < length().
   Tier tier_of(std::uint32_t position) const;
   float score_of(std::uint32_t position) const;  // 0 for T3 tokens
+  // Recent attention (token_features.hpp); 0 under policies that keep none and for T3 tokens.
+  float recent_of(std::uint32_t position) const;
   bool is_protected(std::uint32_t position) const noexcept;
 
   std::uint32_t count(Tier tier) const noexcept { return counts_[tier_index(tier)]; }
@@ -113,8 +141,11 @@ class SequenceTiers {
   // destroyed() / managed(); 0 when nothing is managed.
   double destroyed_fraction() const noexcept;
   const TierParams& params() const noexcept { return params_; }
-  // Heap bytes held for per-token state (capacity, not length).
+  // Heap bytes held for per-token state (capacity, not length), features and key scratch included.
   std::size_t metadata_bytes() const noexcept;
+  // policy_bytes_per_token for this sequence's policy and digest dim.
+  std::size_t metadata_bytes_per_token() const noexcept;
+  PolicyKind policy() const noexcept { return params_.policy; }
 
  private:
   struct Pending {
@@ -128,8 +159,15 @@ class SequenceTiers {
   // [first, last) of the managed range for the current length.
   std::uint32_t managed_first() const noexcept;
   std::uint32_t managed_last() const noexcept;
+  // Unprotected candidates in the managed range, from the tier counts (protected tokens are T0).
+  std::uint32_t candidate_count(bool t0_only) const noexcept;
+  // Checks first_position + count against max_tokens; kInvalidArgument naming `what`.
+  Status check_range(std::uint32_t first_position, std::size_t count, const char* what) const;
 
   TierParams params_;
+  std::unique_ptr<const RankingPolicy> policy_;
+  TokenFeatures features_;
+  std::vector<float> key_scratch_;
   std::uint32_t prompt_length_;
   std::uint32_t max_tokens_;
   std::vector<float> scores_;

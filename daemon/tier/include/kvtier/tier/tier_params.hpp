@@ -21,13 +21,20 @@
 // per-round count in the two paper modes. Every ⌊x⌋ is taken with a 1e-9 tolerance so that
 // 0.29·100 gives 29, not 28.
 //
+// Policy (policy_kind.hpp, policy.hpp): which ranking orders U. The eviction mode and the budgets
+// above apply unchanged to every policy, so budgets are matched across policies. The protected
+// set is the prompt (when protected), the sink_tokens positions after it (the first sink_tokens
+// positions of the sequence when the prompt is not protected) and the newest window_tokens.
+//
 // Thread-safety: plain values and pure functions.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "kvtier/protocol/error.hpp"
+#include "kvtier/tier/policy_kind.hpp"
 
 namespace kvtier::tier {
 
@@ -52,11 +59,47 @@ struct TierParams {
   std::uint32_t hbm_tokens = 0;      // absolute T0 budget for unprotected tokens; 0 = hbm_ratio
   std::uint32_t evict_tokens = 0;    // absolute destroyed-token budget; 0 = evict_ratio
   EvictionMode mode = EvictionMode::kCumulative;
+
+  // --- policy (policy.hpp documents each one) ---
+  PolicyKind policy = PolicyKind::kPaper;
+  // Whether the prompt [0, P) is protected; unset: the policy's default
+  // (policy_traits(policy).protects_prompt: paper and random yes, the others no).
+  std::optional<bool> protect_prompt;
+  // random, vase: randomness is a pure function of (seed, decision step, position). The daemon
+  // should derive it per sequence (e.g. config seed ^ sequence id) so sequences differ.
+  std::uint64_t seed = 0;
+  // vase, r_kv: time constant (steps) of the recent-attention EMA; 0 = the policy's default
+  // (vase 64 = VaSE's R, r_kv 8 = R-KV's α).
+  std::uint32_t recent_window = 0;
+  // vase: the largest value ranges reserved in T0, as a share of the T0 budget n_hbm (VaSE's
+  // "faithful" n_large = B/4), or an absolute count when value_protect_tokens != 0 (clamped to
+  // n_hbm either way).
+  double value_protect_ratio = 0.25;
+  std::uint32_t value_protect_tokens = 0;
+  // r_kv: Z = λ·I − (1 − λ)·R with λ = rkv_lambda; keys with cosine > rkv_threshold are near
+  // duplicates; a row's newest near duplicate is searched among the redundancy_horizon newest
+  // candidates (0: no sparing).
+  double rkv_lambda = 0.1;
+  double rkv_threshold = 0.5;
+  std::uint32_t redundancy_horizon = 128;
 };
+
+// protect_prompt, or the policy's default when unset.
+constexpr bool protects_prompt(const TierParams& params) noexcept {
+  return params.protect_prompt.value_or(policy_traits(params.policy).protects_prompt);
+}
+
+// recent_window, or the policy's default when 0.
+constexpr std::uint32_t effective_recent_window(const TierParams& params) noexcept {
+  return params.recent_window != 0 ? params.recent_window
+                                   : policy_traits(params.policy).default_recent_window;
+}
 
 // kInvalidArgument naming the first offending field and its value, e.g.
 // "tier params: hbm_ratio must be in [0, 1], got 1.5". Checks: hbm_ratio and evict_ratio in
-// [0, 1], hysteresis in [0, 1), decay in (0, 1], interval >= 1, mode a known enumerator.
+// [0, 1], hysteresis in [0, 1), decay in (0, 1], interval >= 1, mode and policy known
+// enumerators, hysteresis 0 unless the policy supports it (paper, h2o), value_protect_ratio and
+// rkv_lambda in [0, 1], rkv_threshold in [-1, 1).
 Status validate(const TierParams& params);
 
 // "cumulative", "paper-algorithm", "paper-prototype"; "unknown" outside the enum.
