@@ -26,6 +26,18 @@ const char* mode_name(kvtier_eviction_mode mode) {
   return "?";
 }
 
+const char* policy_name(kvtier_policy policy) {
+  switch (policy) {
+    case KVTIER_POLICY_PAPER: return "paper";
+    case KVTIER_POLICY_H2O: return "h2o";
+    case KVTIER_POLICY_STREAMING_LLM: return "streaming_llm";
+    case KVTIER_POLICY_RANDOM: return "random";
+    case KVTIER_POLICY_VASE: return "vase";
+    case KVTIER_POLICY_R_KV: return "r_kv";
+  }
+  return "?";
+}
+
 int exit_code_for(kvtier_status status) {
   switch (status) {
     case KVTIER_OK: return kExitOk;
@@ -135,6 +147,7 @@ void write_status_json(const kvtier_daemon_status& s) {
       j.key("hbm_ratio").value(q.hbm_ratio);
       j.key("evict_ratio").value(q.evict_ratio);
       j.key("eviction_mode").value(mode_name(q.mode));
+      j.key("policy").value(policy_name(q.policy));
       j.end_object();
     }
     j.end_array();
@@ -161,12 +174,12 @@ void print_status_text(const kvtier_daemon_status& s) {
                 static_cast<unsigned long long>(c.scores_dropped), static_cast<unsigned long long>(c.plans_sent),
                 static_cast<unsigned long long>(c.plans_acked), static_cast<unsigned long long>(c.errors));
     std::printf("  %8s %7s %7s %7s %7s %7s %7s %9s %5s %5s %s\n", "sequence", "prompt", "tokens", "T0", "T1", "T2",
-                "T3", "destroyed", "beta", "r", "mode");
+                "T3", "destroyed", "beta", "r", "policy / mode");
     for (std::size_t k = 0; k < c.sequence_count; ++k) {
       const kvtier_sequence_info& q = c.sequences[k];
-      std::printf("  %8u %7u %7u %7u %7u %7u %7u %8.1f%% %5.2f %5.2f %s\n", q.sequence_id, q.prompt_length, q.tokens,
-                  q.tokens_t0, q.tokens_t1, q.tokens_t2, q.tokens_t3, 100.0 * q.destroyed_fraction, q.hbm_ratio,
-                  q.evict_ratio, mode_name(q.mode));
+      std::printf("  %8u %7u %7u %7u %7u %7u %7u %8.1f%% %5.2f %5.2f %s / %s\n", q.sequence_id, q.prompt_length,
+                  q.tokens, q.tokens_t0, q.tokens_t1, q.tokens_t2, q.tokens_t3, 100.0 * q.destroyed_fraction,
+                  q.hbm_ratio, q.evict_ratio, policy_name(q.policy), mode_name(q.mode));
     }
   }
 }

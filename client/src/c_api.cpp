@@ -136,6 +136,10 @@ void kvtier_sequence_options_init(kvtier_sequence_options* options) {
   options->hbm_ratio = 0.5;
   options->decay = 1.0;
   options->mode = KVTIER_EVICT_CUMULATIVE;
+  options->policy = KVTIER_POLICY_PAPER;
+  options->protect_prompt = -1;
+  options->value_protect_ratio = 0.25;
+  options->rkv_lambda = 0.1;
 }
 
 kvtier_status kvtier_sequence_open(kvtier_client* client, uint32_t prompt_length, uint32_t* out_sequence) {
@@ -171,6 +175,15 @@ kvtier_status kvtier_scores_push(kvtier_client* client, uint32_t sequence, uint3
   return guarded(client, [&](kvtier::client::Client& c) {
     if (values == nullptr && count != 0) return fail(client, {kvtier::Errc::kInvalidArgument, "values is NULL"});
     auto ok = c.push_scores(sequence, step, first_position, std::span(values, count));
+    return ok ? KVTIER_OK : fail(client, ok.error());
+  });
+}
+
+kvtier_status kvtier_features_push(kvtier_client* client, uint32_t sequence, kvtier_feature feature,
+                                   uint32_t first_position, const float* values, size_t count) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    if (values == nullptr && count != 0) return fail(client, {kvtier::Errc::kInvalidArgument, "values is NULL"});
+    auto ok = c.push_feature(sequence, feature, first_position, std::span(values, count));
     return ok ? KVTIER_OK : fail(client, ok.error());
   });
 }

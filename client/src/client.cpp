@@ -17,6 +17,9 @@ Error error_from_reply(wire::ErrorReply::Reader reply) {
   return Error{errc, std::string("kvtierd: ") + reply.getMessage().cStr()};
 }
 
+// The daemon's digest width when OpenSequence leaves keyDigestDim at 0.
+constexpr std::uint32_t kDefaultKeyDigestDim = 16;
+
 void copy_text(char* dst, std::size_t size, capnp::Text::Reader text) {
   const std::size_t n = std::min(size - 1, static_cast<std::size_t>(text.size()));
   std::memcpy(dst, text.cStr(), n);
@@ -159,18 +162,32 @@ Result<std::uint32_t> Client::open_sequence(const kvtier_sequence_options& o) {
     t.setEvictTokens(o.evict_tokens);
     if (o.mode > KVTIER_EVICT_PAPER_PROTOTYPE) return make_error(Errc::kInvalidArgument, "unknown eviction mode");
     t.setMode(static_cast<wire::EvictionMode>(o.mode));
+    if (o.policy > KVTIER_POLICY_R_KV) return make_error(Errc::kInvalidArgument, "unknown policy");
+    t.setPolicy(static_cast<wire::Policy>(o.policy));
+    t.setSeed(o.seed);
+    t.setProtectPrompt(o.protect_prompt < 0    ? wire::PromptProtection::POLICY_DEFAULT
+                       : o.protect_prompt == 0 ? wire::PromptProtection::UNPROTECTED
+                                               : wire::PromptProtection::PROTECT);
+    t.setRecentWindow(o.recent_window);
+    t.setValueProtectRatio(o.value_protect_ratio);
+    t.setValueProtectTokens(o.value_protect_tokens);
+    t.setRkvLambda(o.rkv_lambda);
   }
+  t.setKeyDigestDim(o.key_digest_dim);
   auto reply = request(message);
   if (!reply) return tl::unexpected(reply.error());
   return protocol::capture_protocol_errors([&]() -> Result<std::uint32_t> {
     auto root = reply->root<wire::DaemonMessage>();
     if (root.which() != wire::DaemonMessage::SEQUENCE_OPENED) return make_error(Errc::kProtocol, "expected SequenceOpened");
-    return root.getSequenceOpened().getSequenceId();
+    const std::uint32_t id = root.getSequenceOpened().getSequenceId();
+    digest_dims_[id] = o.key_digest_dim == 0 ? kDefaultKeyDigestDim : o.key_digest_dim;
+    return id;
   });
 }
 
 Status Client::close_sequence(std::uint32_t sequence) {
   caches_.erase(sequence);
+  digest_dims_.erase(sequence);
   capnp::MallocMessageBuilder message;
   message.initRoot<wire::ClientMessage>().initCloseSequence().setSequenceId(sequence);
   auto reply = request(message);
@@ -185,15 +202,39 @@ void Client::ring_doorbell() const {
 
 Status Client::push_scores(std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
                            std::span<const float> values) {
-  if (auto ok = require_engine("push_scores"); !ok) return ok;
+  return push_records(shm::ScoreKind::kAttention, sequence, step, first_position, values, shm::kScoresPerRecord);
+}
+
+Status Client::push_feature(std::uint32_t sequence, kvtier_feature feature, std::uint32_t first_position,
+                            std::span<const float> values) {
+  auto dim = digest_dims_.find(sequence);
+  const std::uint32_t digest_dim = dim == digest_dims_.end() ? 0 : dim->second;
+  if (feature == KVTIER_FEATURE_VALUE_RANGE) {
+    return push_records(shm::ScoreKind::kValueRange, sequence, 0, first_position, values, shm::kScoresPerRecord);
+  }
+  if (feature != KVTIER_FEATURE_KEY_DIGEST) return make_error(Errc::kInvalidArgument, "unknown feature");
+  if (digest_dim == 0 || digest_dim > shm::kScoresPerRecord || values.size() % digest_dim != 0) {
+    return make_error(Errc::kInvalidArgument, "key digests need a whole number of digests of 1.." +
+                                                  std::to_string(shm::kScoresPerRecord) + " floats");
+  }
+  // Whole digests per record; positions advance by one per digest.
+  const std::uint32_t per_record = shm::kScoresPerRecord / digest_dim * digest_dim;
+  return push_records(shm::ScoreKind::kKeyDigest, sequence, 0, first_position, values, per_record, digest_dim);
+}
+
+Status Client::push_records(shm::ScoreKind kind, std::uint32_t sequence, std::uint32_t step,
+                            std::uint32_t first_position, std::span<const float> values, std::uint32_t per_record,
+                            std::uint32_t floats_per_position) {
+  if (auto ok = require_engine("push"); !ok) return ok;
   shm::ScoreRecord record{};
   record.sequence = sequence;
   record.step = step;
+  record.kind = static_cast<std::uint16_t>(kind);
   bool wake = false;
-  for (std::size_t done = 0; done < values.size(); done += shm::kScoresPerRecord) {
-    const std::size_t n = std::min<std::size_t>(shm::kScoresPerRecord, values.size() - done);
-    record.first_position = first_position + static_cast<std::uint32_t>(done);
-    record.count = static_cast<std::uint32_t>(n);
+  for (std::size_t done = 0; done < values.size(); done += per_record) {
+    const std::size_t n = std::min<std::size_t>(per_record, values.size() - done);
+    record.first_position = first_position + static_cast<std::uint32_t>(done / floats_per_position);
+    record.count = static_cast<std::uint16_t>(n);
     std::memcpy(record.values, values.data() + done, n * sizeof(float));
     switch (rings_->scores.push(record)) {
       case shm::PushResult::kPushed: ++counters_.score_records_pushed; break;
@@ -253,9 +294,10 @@ Status Client::ack_plan(std::uint64_t epoch, bool applied) {
 
 Status Client::step_end(std::uint32_t sequence, std::uint32_t step) {
   if (auto ok = require_engine("step_end"); !ok) return ok;
-  shm::ScoreRecord marker{};  // count 0: the step-end marker
+  shm::ScoreRecord marker{};
   marker.sequence = sequence;
   marker.step = step;
+  marker.kind = static_cast<std::uint16_t>(shm::ScoreKind::kStepEnd);
   switch (rings_->scores.push(marker)) {
     case shm::PushResult::kPushed: break;
     case shm::PushResult::kPushedWake: ring_doorbell(); break;
@@ -328,7 +370,8 @@ Result<kvtier_daemon_status*> Client::daemon_status() {
         seqs.push_back(kvtier_sequence_info{s.getSequenceId(), s.getPromptLength(), s.getTokens(), s.getTokensT0(),
                                             s.getTokensT1(), s.getTokensT2(), s.getTokensT3(),
                                             s.getDestroyedFraction(), s.getHbmRatio(), s.getEvictRatio(),
-                                            static_cast<kvtier_eviction_mode>(s.getMode())});
+                                            static_cast<kvtier_eviction_mode>(s.getMode()),
+                                            static_cast<kvtier_policy>(s.getPolicy())});
       }
       holder->client_storage.push_back(info);
     }

@@ -43,6 +43,8 @@ class Client {
   Status close_sequence(std::uint32_t sequence);
   Status push_scores(std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
                      std::span<const float> values);
+  Status push_feature(std::uint32_t sequence, kvtier_feature feature, std::uint32_t first_position,
+                      std::span<const float> values);
   // Next complete plan; nullopt after `timeout` without one.
   Result<std::optional<kvtier_plan>> poll_plan(std::chrono::milliseconds timeout);
   Status ack_plan(std::uint64_t epoch, bool applied);
@@ -65,6 +67,9 @@ class Client {
   Result<protocol::MessageIn> request(capnp::MessageBuilder& message);
   Status require_engine(const char* what) const;
   void ring_doorbell() const;
+  // Splits `values` over records of `per_record` floats, each `floats_per_position` per token.
+  Status push_records(shm::ScoreKind kind, std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
+                      std::span<const float> values, std::uint32_t per_record, std::uint32_t floats_per_position = 1);
 
   Connection connection_;
   ClientOptions options_;
@@ -75,6 +80,7 @@ class Client {
   std::optional<shm::Mapping> pool_;
   std::optional<shm::PoolView> pool_view_;
   std::map<std::uint32_t, std::unique_ptr<SequenceCache>> caches_;
+  std::map<std::uint32_t, std::uint32_t> digest_dims_;  // sequence -> key digest floats (r_kv)
   std::vector<shm::PlanRecord> plan_records_;
   std::vector<kvtier_plan_move> plan_moves_;
   std::uint64_t last_acked_ = 0;

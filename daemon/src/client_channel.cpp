@@ -34,11 +34,11 @@ void ClientChannel::set_pool(shm::Segment pool, const shm::PoolGeometry& geometr
 }
 
 void ClientChannel::open_sequence(std::uint32_t sequence_id, std::uint32_t prompt_length,
-                                  const tier::TierParams& params) {
+                                  const tier::TierParams& params, std::uint32_t digest_dim) {
   // Parameters were validated by the session; max_tokens bounds what scores may address.
   auto tiers = tier::SequenceTiers::create(prompt_length, params, config_.limits.max_tokens_per_sequence);
   if (!tiers) return fail(tiers.error());
-  sequences_.emplace(sequence_id, Sequence{std::move(*tiers), {}, std::nullopt});
+  sequences_.emplace(sequence_id, Sequence{std::move(*tiers), {}, std::nullopt, digest_dim});
 }
 
 void ClientChannel::close_sequence(std::uint32_t sequence_id) {
@@ -136,8 +136,19 @@ Status ClientChannel::ingest(const shm::ScoreRecord& record) {
   if (it == sequences_.end()) {
     return make_error(Errc::kNotFound, "score record for unknown sequence " + std::to_string(record.sequence));
   }
-  if (record.count == 0) return end_step(record.sequence, it->second, record.step);
-  auto added = it->second.tiers.add_scores(record.first_position, std::span(record.values, record.count));
+  tier::SequenceTiers& tiers = it->second.tiers;
+  const std::span<const float> values(record.values, record.count);
+  Status added;
+  switch (static_cast<shm::ScoreKind>(record.kind)) {
+    case shm::ScoreKind::kAttention: added = tiers.add_scores(record.first_position, values); break;
+    case shm::ScoreKind::kStepEnd: return end_step(record.sequence, it->second, record.step);
+    case shm::ScoreKind::kValueRange: added = tiers.add_value_ranges(record.first_position, values); break;
+    case shm::ScoreKind::kKeyDigest:
+      added = tiers.add_key_digests(record.first_position, values, it->second.digest_dim);
+      break;
+    default:
+      return make_error(Errc::kProtocol, "score record of unknown kind " + std::to_string(record.kind));
+  }
   if (!added) {
     return make_error(added.error().code, "sequence " + std::to_string(record.sequence) + ": " + added.error().message);
   }

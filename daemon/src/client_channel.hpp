@@ -41,7 +41,8 @@ class ClientChannel {
   ~ClientChannel();
 
   void set_pool(shm::Segment pool, const shm::PoolGeometry& geometry);
-  void open_sequence(std::uint32_t sequence_id, std::uint32_t prompt_length, const tier::TierParams& params);
+  void open_sequence(std::uint32_t sequence_id, std::uint32_t prompt_length, const tier::TierParams& params,
+                     std::uint32_t digest_dim);
   void close_sequence(std::uint32_t sequence_id);
   ClientSnapshot snapshot() const;
 
@@ -54,6 +55,7 @@ class ClientChannel {
     tier::SequenceTiers tiers;
     tier::SlotMap slots;
     std::optional<std::uint32_t> last_step;
+    std::uint32_t digest_dim = 0;  // key digest width (r_kv), fixed at open
   };
   struct PendingPlan {
     std::uint64_t epoch = 0;

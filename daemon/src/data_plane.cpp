@@ -51,10 +51,10 @@ void DataPlane::set_pool(std::uint32_t client_id, shm::Segment pool, const shm::
 }
 
 void DataPlane::open_sequence(std::uint32_t client_id, std::uint32_t sequence_id, std::uint32_t prompt_length,
-                              const tier::TierParams& params, std::function<void()> done) {
-  post([this, client_id, sequence_id, prompt_length, params, done = std::move(done)] {
+                              const tier::TierParams& params, std::uint32_t digest_dim, std::function<void()> done) {
+  post([this, client_id, sequence_id, prompt_length, params, digest_dim, done = std::move(done)] {
     if (auto it = channels_.find(client_id); it != channels_.end()) {
-      it->second->open_sequence(sequence_id, prompt_length, params);
+      it->second->open_sequence(sequence_id, prompt_length, params, digest_dim);
     }
     asio::post(control_io_, done);
   });

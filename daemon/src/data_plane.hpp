@@ -65,7 +65,7 @@ class DataPlane {
   // a client learns a sequence id only once score records for it are accepted, and a close
   // first drains the ring so records pushed before it still count.
   void open_sequence(std::uint32_t client_id, std::uint32_t sequence_id, std::uint32_t prompt_length,
-                     const tier::TierParams& params, std::function<void()> done);
+                     const tier::TierParams& params, std::uint32_t digest_dim, std::function<void()> done);
   void close_sequence(std::uint32_t client_id, std::uint32_t sequence_id, std::function<void()> done);
   // Destroys the client's channel (unmaps and unlinks its segments), then runs `done` on the
   // control thread.

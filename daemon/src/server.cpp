@@ -264,6 +264,7 @@ void Server::build_status(std::function<void(capnp::MallocMessageBuilder&)> repl
         o.setHbmRatio(seq.params.hbm_ratio);
         o.setEvictRatio(seq.params.evict_ratio);
         o.setMode(to_wire(seq.params.mode));
+        o.setPolicy(to_wire(seq.params.policy));
       }
     }
     reply(message);

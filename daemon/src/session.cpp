@@ -24,6 +24,9 @@ bool is_request_error(Errc code) {
 }
 
 constexpr std::size_t kReadChunk = 16 * 1024;
+// r_kv key digests: floats per token a client sends (OpenSequence.tiering.keyDigestDim).
+constexpr std::uint32_t kDefaultKeyDigestDim = 16;
+constexpr std::uint32_t kMaxKeyDigestDim = 256;
 
 }  // namespace
 
@@ -186,11 +189,19 @@ Status Session::on_open(wire::OpenSequence::Reader request) {
                                                   " exceeds limits.max_tokens_per_sequence=" +
                                                   std::to_string(limits.max_tokens_per_sequence));
   }
-  auto params = tier_params_from_wire(request.getTiering(), server_.config().tiering);
+  const std::uint32_t id = next_sequence_;
+  auto params = tier_params_from_wire(request.getTiering(), server_.config().tiering,
+                                      (std::uint64_t{client_id_} << 32) | id);
   if (!params) return tl::unexpected(params.error());
-  const std::uint32_t id = next_sequence_++;
+  const std::uint32_t digest_dim = request.getTiering().getKeyDigestDim();
+  if (digest_dim > kMaxKeyDigestDim) {
+    return make_error(Errc::kInvalidArgument, "keyDigestDim " + std::to_string(digest_dim) + " exceeds " +
+                                                  std::to_string(kMaxKeyDigestDim));
+  }
+  ++next_sequence_;
   sequences_.insert(id);
-  server_.data_plane().open_sequence(client_id_, id, prompt, *params, [self = shared_from_this(), id] {
+  server_.data_plane().open_sequence(client_id_, id, prompt, *params, digest_dim == 0 ? kDefaultKeyDigestDim : digest_dim,
+                                     [self = shared_from_this(), id] {
     if (self->state_ == State::kClosed) return;
     capnp::MallocMessageBuilder reply;
     reply.initRoot<wire::DaemonMessage>().initSequenceOpened().setSequenceId(id);

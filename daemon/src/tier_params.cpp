@@ -1,5 +1,7 @@
 #include "tier_params.hpp"
 
+#include "kvtier/tier/policy_kind.hpp"
+
 namespace kvtier::daemon {
 namespace {
 
@@ -14,8 +16,11 @@ tier::EvictionMode from_config(config::EvictionMode mode) {
 
 }  // namespace
 
-tier::TierParams tier_defaults(const config::TieringSection& tiering) {
+tier::TierParams tier_defaults(const config::TieringSection& tiering, std::uint64_t sequence_salt) {
   tier::TierParams params;
+  // The configuration refused unknown names already.
+  params.policy = tier::parse_policy(tiering.policy).value_or(tier::PolicyKind::kPaper);
+  params.seed = tiering.seed ^ (sequence_salt * 0x9E3779B97F4A7C15ull);
   params.sink_tokens = tiering.sink_tokens;
   params.window_tokens = tiering.window_tokens;
   params.interval = tiering.interval;
@@ -27,8 +32,9 @@ tier::TierParams tier_defaults(const config::TieringSection& tiering) {
   return params;
 }
 
-Result<tier::TierParams> tier_params_from_wire(wire::TierParams::Reader wire, const config::TieringSection& tiering) {
-  if (wire.getUseDefaults()) return tier_defaults(tiering);
+Result<tier::TierParams> tier_params_from_wire(wire::TierParams::Reader wire, const config::TieringSection& tiering,
+                                               std::uint64_t sequence_salt) {
+  if (wire.getUseDefaults()) return tier_defaults(tiering, sequence_salt);
   tier::TierParams params;
   params.sink_tokens = wire.getSinkTokens();
   params.window_tokens = wire.getWindowTokens();
@@ -45,6 +51,20 @@ Result<tier::TierParams> tier_params_from_wire(wire::TierParams::Reader wire, co
     case wire::EvictionMode::PAPER_PROTOTYPE: params.mode = tier::EvictionMode::kPaperPrototype; break;
     default: return make_error(Errc::kInvalidArgument, "unknown eviction mode");
   }
+  const auto policy = static_cast<std::size_t>(wire.getPolicy());
+  if (policy >= tier::kAllPolicies.size()) return make_error(Errc::kInvalidArgument, "unknown policy");
+  params.policy = tier::kAllPolicies[policy];  // wire enumerants follow PolicyKind's order
+  params.seed = wire.getSeed();
+  switch (wire.getProtectPrompt()) {
+    case wire::PromptProtection::POLICY_DEFAULT: break;
+    case wire::PromptProtection::PROTECT: params.protect_prompt = true; break;
+    case wire::PromptProtection::UNPROTECTED: params.protect_prompt = false; break;
+    default: return make_error(Errc::kInvalidArgument, "unknown prompt protection");
+  }
+  params.recent_window = wire.getRecentWindow();
+  params.value_protect_ratio = wire.getValueProtectRatio();
+  params.value_protect_tokens = wire.getValueProtectTokens();
+  params.rkv_lambda = wire.getRkvLambda();
   if (auto ok = tier::validate(params); !ok) return tl::unexpected(ok.error());
   return params;
 }
@@ -56,6 +76,13 @@ wire::EvictionMode to_wire(tier::EvictionMode mode) {
     case tier::EvictionMode::kPaperPrototype: return wire::EvictionMode::PAPER_PROTOTYPE;
   }
   return wire::EvictionMode::CUMULATIVE;
+}
+
+wire::Policy to_wire(tier::PolicyKind policy) {
+  for (std::size_t i = 0; i < tier::kAllPolicies.size(); ++i) {
+    if (tier::kAllPolicies[i] == policy) return static_cast<wire::Policy>(i);
+  }
+  return wire::Policy::PAPER;
 }
 
 }  // namespace kvtier::daemon

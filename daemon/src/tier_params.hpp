@@ -8,12 +8,16 @@
 
 namespace kvtier::daemon {
 
-tier::TierParams tier_defaults(const config::TieringSection& tiering);
+// The configured defaults; `sequence_salt` (client and sequence ids) gives each sequence its own
+// seed for the random and vase policies.
+tier::TierParams tier_defaults(const config::TieringSection& tiering, std::uint64_t sequence_salt);
 
 // The client's per-sequence parameters (or the defaults when it sent none), validated.
 // kInvalidArgument naming the bad field.
-Result<tier::TierParams> tier_params_from_wire(wire::TierParams::Reader wire, const config::TieringSection& tiering);
+Result<tier::TierParams> tier_params_from_wire(wire::TierParams::Reader wire, const config::TieringSection& tiering,
+                                               std::uint64_t sequence_salt);
 
 wire::EvictionMode to_wire(tier::EvictionMode mode);
+wire::Policy to_wire(tier::PolicyKind policy);
 
 }  // namespace kvtier::daemon

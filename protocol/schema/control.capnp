@@ -144,6 +144,31 @@ struct TierParams {
   hbmTokens @8 :UInt32;    # absolute T0 budget; 0 = hbmRatio
   evictTokens @9 :UInt32;  # absolute destroyed budget; 0 = evictRatio
   mode @10 :EvictionMode;
+
+  # Policy (daemon/tier/include/kvtier/tier/policy.hpp documents each).
+  policy @11 :Policy;
+  seed @12 :UInt64;                 # random, vase; 0 with useDefaults: derived per sequence
+  protectPrompt @13 :PromptProtection;
+  recentWindow @14 :UInt32;         # vase, r_kv; 0 = the policy's default
+  valueProtectRatio @15 :Float64;   # vase: share of the T0 budget reserved by value range
+  valueProtectTokens @16 :UInt32;   # vase: absolute count instead; 0 = use the ratio
+  rkvLambda @17 :Float64;           # r_kv: importance weight λ
+  keyDigestDim @18 :UInt32;         # r_kv: floats per key digest the client sends (1..256)
+}
+
+enum Policy {
+  paper @0;         # cumulative attention (the default)
+  h2o @1;           # accumulated attention, heavy hitters + recent
+  streamingLlm @2;  # sinks + window
+  random @3;        # keep the prompt, uniform random over the rest
+  vase @4;          # protect the largest value ranges, sample the rest by recent attention
+  rKv @5;           # importance minus key redundancy
+}
+
+enum PromptProtection {
+  policyDefault @0;
+  protect @1;
+  unprotected @2;
 }
 
 struct SequenceOpened {
@@ -217,4 +242,5 @@ struct SequenceStatus {
   hbmRatio @8 :Float64;
   evictRatio @9 :Float64;
   mode @10 :EvictionMode;
+  policy @11 :Policy;
 }

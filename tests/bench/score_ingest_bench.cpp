@@ -59,7 +59,7 @@ void produce(shm::ScoreProducer& producer, std::span<const float> scores, std::u
     record.step = step;
     for (std::uint32_t first = 0; first < kTokens; first += shm::kScoresPerRecord) {
       record.first_position = first;
-      record.count = std::min(shm::kScoresPerRecord, kTokens - first);
+      record.count = static_cast<std::uint16_t>(std::min(shm::kScoresPerRecord, kTokens - first));
       std::memcpy(record.values, scores.data() + first, record.count * sizeof(float));
       producer.push(record);
     }

@@ -59,7 +59,8 @@ class RogueClient {
     shm::ScoreRecord record{};
     record.sequence = sequence;
     record.first_position = first;
-    record.count = static_cast<std::uint32_t>(values.size());
+    record.count = static_cast<std::uint16_t>(values.size());
+    record.kind = static_cast<std::uint16_t>(values.empty() ? shm::ScoreKind::kStepEnd : shm::ScoreKind::kAttention);
     record.step = step;
     std::copy(values.begin(), values.end(), record.values);
     rings_->scores.push(record);
@@ -140,6 +141,26 @@ TEST(RogueClient, StepsGoingBackwardsAreRefused) {
   expect_only_rogue_ends(test_name(), Errc::kInvalidArgument, "step 3 ended after step 5", [](RogueClient& c) {
     c.push(c.sequence(), 0, {}, 5);
     c.push(c.sequence(), 0, {}, 3);
+  });
+}
+
+TEST(RogueClient, AFeatureItsPolicyDoesNotUseIsRefused) {
+  expect_only_rogue_ends(test_name(), Errc::kBadState, "policy paper does not use value ranges", [](RogueClient& c) {
+    shm::ScoreRecord record{};
+    record.sequence = c.sequence();
+    record.count = 1;
+    record.kind = static_cast<std::uint16_t>(shm::ScoreKind::kValueRange);
+    record.values[0] = 1.0f;
+    c.rings().scores.push(record);
+  });
+}
+
+TEST(RogueClient, AnUnknownRecordKindIsRefused) {
+  expect_only_rogue_ends(test_name(), Errc::kProtocol, "unknown kind", [](RogueClient& c) {
+    shm::ScoreRecord record{};
+    record.sequence = c.sequence();
+    record.kind = 77;
+    c.rings().scores.push(record);
   });
 }
 

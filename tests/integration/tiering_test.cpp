@@ -49,6 +49,21 @@ TEST_P(ExactAtZeroEviction, PositionOrderedStagingIsBitIdenticalToTheFullCache) 
 
 INSTANTIATE_TEST_SUITE_P(Beta, ExactAtZeroEviction, ::testing::Values("0.3", "0.5", "0.7", "1.0"));
 
+class ExactUnderEveryPolicy : public ::testing::TestWithParam<const char*> {};
+
+// T1 is exact whatever a policy decides to move: only T3 is lossy.
+TEST_P(ExactUnderEveryPolicy, TieredOutputsEqualTheFullCacheAtZeroEviction) {
+  DaemonUnderTest daemon(test_name());
+  const WorkloadRun run = run_workload(daemon, with({"--policy", GetParam(), "--beta", "0.3", "--expect-exact"}));
+  ASSERT_EQ(run.exit_code, 0) << run.out << daemon.log();
+  EXPECT_GT(run.number("rows_offloaded"), 0);
+  EXPECT_EQ(run.number("steps_identical"), run.number("steps_compared"));
+  EXPECT_THAT(daemon.ctl({"status", "--json"}).out, ::testing::Not(HasSubstr("\"errors\":1")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, ExactUnderEveryPolicy,
+                         ::testing::Values("paper", "h2o", "streaming_llm", "random", "vase", "r_kv"));
+
 TEST(Tiering, CompactStagingAgreesWithinFloatingPointReorderingTolerance) {
   DaemonUnderTest daemon(test_name());
   const WorkloadRun run = run_workload(daemon, with({"--beta", "0.3", "--order", "compact"}));

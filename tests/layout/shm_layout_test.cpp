@@ -12,11 +12,11 @@ namespace {
 
 #define KVTIER_EXPECT_OFFSET(Type, field, offset) EXPECT_EQ(offsetof(Type, field), std::size_t{offset})
 
-TEST(ShmLayout, VersionIsOne) { EXPECT_EQ(kLayoutVersion, 1u); }
+TEST(ShmLayout, VersionIsTwo) { EXPECT_EQ(kLayoutVersion, 2u); }
 
 TEST(ShmLayout, FingerprintIsPinned) {
   // Deliberately hard-coded: a layout change must be a conscious edit here and in LAYOUT.md.
-  EXPECT_EQ(kLayoutFingerprint, 0x7dc72691d16207d0ull);
+  EXPECT_EQ(kLayoutFingerprint, 0x2fb6b9e13817c292ull);
 }
 
 TEST(ShmLayout, MagicReadsKvtiersgInMemory) {
@@ -93,6 +93,7 @@ TEST(ShmLayout, ScoreRecord) {
   KVTIER_EXPECT_OFFSET(ScoreRecord, sequence, 0);
   KVTIER_EXPECT_OFFSET(ScoreRecord, first_position, 4);
   KVTIER_EXPECT_OFFSET(ScoreRecord, count, 8);
+  KVTIER_EXPECT_OFFSET(ScoreRecord, kind, 10);
   KVTIER_EXPECT_OFFSET(ScoreRecord, step, 12);
   KVTIER_EXPECT_OFFSET(ScoreRecord, values, 16);
 }

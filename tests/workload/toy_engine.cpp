@@ -34,10 +34,11 @@ class ToyEngine::Staging : public toy::StagingSource {
 };
 
 ToyEngine::ToyEngine(Client& client, std::uint32_t sequence, const toy::ToyConfig& config, std::uint64_t seed,
-                     kvtier_staging_order order, bool shadow)
+                     kvtier_staging_order order, bool shadow, kvtier_policy policy)
     : client_(client),
       sequence_(sequence),
       order_(order),
+      policy_(policy),
       model_(std::make_unique<toy::ToyModel>(config, seed)),
       shadow_(shadow ? std::make_unique<toy::ToyModel>(config, seed) : nullptr),
       staging_(std::make_unique<Staging>(client, sequence, order)),
@@ -75,6 +76,7 @@ kvtier_status ToyEngine::start(std::uint32_t prompt_length) {
     if (!out) return KVTIER_E_INTERNAL;
     if (shadow_ && !shadow_->decode_token(token_at(position), position)) return KVTIER_E_INTERNAL;
     if (const auto st = client_.push_scores(sequence_, 0, 0, out->scores); st != KVTIER_OK) return st;
+    if (const auto st = push_features(position); st != KVTIER_OK) return st;
   }
   next_position_ = prompt_length;
   stats_.peak_t0 = prompt_length;
@@ -132,7 +134,42 @@ kvtier_status ToyEngine::step() {
   scores_.assign(position + 1, 0.0f);
   for (std::size_t i = 0; i < out->positions.size(); ++i) scores_[out->positions[i]] = out->scores[i];
   if (const auto st = client_.push_scores(sequence_, step_, 0, scores_); st != KVTIER_OK) return st;
+  if (const auto st = push_features(position); st != KVTIER_OK) return st;
   return client_.step_end(sequence_, step_++);
+}
+
+const float* ToyEngine::row(const std::vector<std::uintptr_t>& base, std::uint32_t layer, std::uint32_t slot,
+                           std::uint32_t head) const {
+  const kernels::KvLayout& l = model_->layout();
+  return reinterpret_cast<const float*>(base[layer] + l.slot_offset(slot) + head * l.head_stride);
+}
+
+kvtier_status ToyEngine::push_features(std::uint32_t position) {
+  if (policy_ != KVTIER_POLICY_VASE && policy_ != KVTIER_POLICY_R_KV) return KVTIER_OK;
+  const kernels::KvLayout& l = model_->layout();
+  const std::uint32_t slot = *model_->slot_of(position);  // just decoded: in T0
+  if (policy_ == KVTIER_POLICY_VASE) {
+    // Range of the token's value vector over every layer and KV head.
+    float lo = INFINITY, hi = -INFINITY;
+    for (std::uint32_t layer = 0; layer < l.num_layers; ++layer) {
+      for (std::uint32_t head = 0; head < l.num_kv_heads; ++head) {
+        const float* v = row(l.v_base, layer, slot, head);
+        for (std::uint32_t d = 0; d < l.head_dim; ++d) {
+          lo = std::min(lo, v[d]);
+          hi = std::max(hi, v[d]);
+        }
+      }
+    }
+    const float range = hi - lo;
+    return client_.push_feature(sequence_, KVTIER_FEATURE_VALUE_RANGE, position, std::span(&range, 1));
+  }
+  // r_kv: the head-mean key of the middle layer.
+  std::vector<float> digest(l.head_dim, 0.0f);
+  for (std::uint32_t head = 0; head < l.num_kv_heads; ++head) {
+    const float* k = row(l.k_base, l.num_layers / 2, slot, head);
+    for (std::uint32_t d = 0; d < l.head_dim; ++d) digest[d] += k[d] / static_cast<float>(l.num_kv_heads);
+  }
+  return client_.push_feature(sequence_, KVTIER_FEATURE_KEY_DIGEST, position, digest);
 }
 
 void ToyEngine::compare(const toy::StepOutput& tiered, const toy::StepOutput& full) {

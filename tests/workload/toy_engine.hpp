@@ -26,7 +26,7 @@ struct EngineStats {
 class ToyEngine {
  public:
   ToyEngine(Client& client, std::uint32_t sequence, const toy::ToyConfig& config, std::uint64_t seed,
-            kvtier_staging_order order, bool shadow);
+            kvtier_staging_order order, bool shadow, kvtier_policy policy = KVTIER_POLICY_PAPER);
   ~ToyEngine();
 
   // Attaches the engine's cache to the sequence and runs the prompt (all T0).
@@ -43,10 +43,15 @@ class ToyEngine {
   class Staging;
   std::uint32_t token_at(std::uint32_t position) const;
   void compare(const toy::StepOutput& tiered, const toy::StepOutput& full);
+  // Sends the features the policy needs for a freshly decoded (T0) position.
+  kvtier_status push_features(std::uint32_t position);
+  const float* row(const std::vector<std::uintptr_t>& base, std::uint32_t layer, std::uint32_t slot,
+                   std::uint32_t head) const;
 
   Client& client_;
   std::uint32_t sequence_;
   kvtier_staging_order order_;
+  kvtier_policy policy_;
   std::unique_ptr<toy::ToyModel> model_;
   std::unique_ptr<toy::ToyModel> shadow_;  // full cache, same weights and tokens
   std::unique_ptr<Staging> staging_;

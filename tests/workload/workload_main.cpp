@@ -64,6 +64,17 @@ bool parse(int argc, char** argv, Options& o) {
       else if (arg == "--interval") o.tiering.interval = u();
       else if (arg == "--window") o.tiering.window_tokens = u();
       else if (arg == "--sinks") o.tiering.sink_tokens = u();
+      else if (arg == "--policy") {
+        static const char* const kNames[] = {"paper", "h2o", "streaming_llm", "random", "vase", "r_kv"};
+        bool known = false;
+        for (int k = 0; k < 6; ++k) {
+          if (std::strcmp(v, kNames[k]) == 0) {
+            o.tiering.policy = static_cast<kvtier_policy>(k);
+            known = true;
+          }
+        }
+        if (!known) return false;
+      }
       else if (arg == "--mode") {
         o.tiering.mode = std::strcmp(v, "paper-algorithm") == 0   ? KVTIER_EVICT_PAPER_ALGORITHM
                          : std::strcmp(v, "paper-prototype") == 0 ? KVTIER_EVICT_PAPER_PROTOTYPE
@@ -83,7 +94,8 @@ int main(int argc, char** argv) {
                "  [--step-us U] [--hold] [--no-shadow] [--expect-exact] [--order position|compact]\n"
                "  [--fail-every N]\n"
                "  [--beta B] [--evict R] [--mode cumulative|paper-algorithm|paper-prototype]\n"
-               "  [--interval D] [--window W] [--sinks K]\n",
+               "  [--interval D] [--window W] [--sinks K]\n"
+               "  [--policy paper|h2o|streaming_llm|random|vase|r_kv]\n",
                stderr);
     return 2;
   }
@@ -108,9 +120,11 @@ int main(int argc, char** argv) {
   for (unsigned i = 0; i < o.sequences; ++i) {
     kvtier_sequence_options options = o.tiering;
     options.prompt_length = o.prompt;
+    options.key_digest_dim = config.head_dim;
     std::uint32_t id = 0;
     if ((st = client.open_sequence(options, id)) != KVTIER_OK) return fail(client, "open", st);
-    engines.push_back(std::make_unique<kvtier::workload::ToyEngine>(client, id, config, 1000 + i, o.order, o.shadow));
+    engines.push_back(std::make_unique<kvtier::workload::ToyEngine>(client, id, config, 1000 + i, o.order, o.shadow,
+                                                                   o.tiering.policy));
     if ((st = engines.back()->start(o.prompt)) != KVTIER_OK) return fail(client, "start", st);
   }
   auto engine_of = [&](std::uint32_t sequence) -> kvtier::workload::ToyEngine* {

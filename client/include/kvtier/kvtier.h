@@ -113,6 +113,16 @@ typedef enum kvtier_eviction_mode {
   KVTIER_EVICT_PAPER_PROTOTYPE = 2  /* ratios applied to GPU-resident tokens only, as the prototype */
 } kvtier_eviction_mode;
 
+/* Which tokens matter (daemon/tier/include/kvtier/tier/policy.hpp documents each). */
+typedef enum kvtier_policy {
+  KVTIER_POLICY_PAPER = 0,         /* cumulative attention */
+  KVTIER_POLICY_H2O = 1,           /* accumulated attention: heavy hitters + recent */
+  KVTIER_POLICY_STREAMING_LLM = 2, /* sinks + window */
+  KVTIER_POLICY_RANDOM = 3,        /* keep the prompt, uniform random over the rest */
+  KVTIER_POLICY_VASE = 4,          /* largest value ranges + sampling by recent attention; needs value ranges */
+  KVTIER_POLICY_R_KV = 5           /* importance minus key redundancy; needs key digests */
+} kvtier_policy;
+
 /* Per-sequence tier engine parameters; use_defaults = 1 (the _init value) takes the daemon's
  * configuration and ignores the other fields. */
 typedef struct kvtier_sequence_options {
@@ -123,6 +133,14 @@ typedef struct kvtier_sequence_options {
   double hbm_ratio, evict_ratio, hysteresis, decay;
   uint32_t hbm_tokens, evict_tokens; /* absolute budgets; 0 = use the ratio */
   kvtier_eviction_mode mode;
+  kvtier_policy policy;
+  uint64_t seed;                 /* random, vase */
+  int protect_prompt;            /* -1: the policy's default, 0: no, 1: yes */
+  uint32_t recent_window;        /* vase, r_kv; 0 = the policy's default */
+  double value_protect_ratio;    /* vase */
+  uint32_t value_protect_tokens; /* vase; 0 = use the ratio */
+  double rkv_lambda;             /* r_kv */
+  uint32_t key_digest_dim;       /* r_kv: floats per key digest sent; 0 = 16 */
 } kvtier_sequence_options;
 
 /* Fills the paper's defaults (k_s 4, k_w 128, Δ 64, β 0.5, r 0, decay 1) with use_defaults = 1. */
@@ -137,6 +155,14 @@ KVTIER_API kvtier_status kvtier_sequence_close(kvtier_client* client, uint32_t s
  * kvtier_client_counters). Returns KVTIER_OK in both cases. */
 KVTIER_API kvtier_status kvtier_scores_push(kvtier_client* client, uint32_t sequence, uint32_t step,
                                             uint32_t first_position, const float* values, size_t count);
+
+/* Per-token features some policies need, sent only when the sequence's policy uses them:
+ * KVTIER_FEATURE_VALUE_RANGE (vase): one value per position, max − min of the token's value
+ * vector; KVTIER_FEATURE_KEY_DIGEST (r_kv): key_digest_dim floats per position (e.g. the
+ * head-mean key of one middle layer). Never blocks; full rings drop and count as scores do. */
+typedef enum kvtier_feature { KVTIER_FEATURE_VALUE_RANGE = 2, KVTIER_FEATURE_KEY_DIGEST = 3 } kvtier_feature;
+KVTIER_API kvtier_status kvtier_features_push(kvtier_client* client, uint32_t sequence, kvtier_feature feature,
+                                              uint32_t first_position, const float* values, size_t count);
 
 typedef struct kvtier_client_counters {
   size_t struct_size;
@@ -249,6 +275,7 @@ typedef struct kvtier_sequence_info {
   double destroyed_fraction; /* T3 / managed tokens: the eviction actually applied */
   double hbm_ratio, evict_ratio;
   kvtier_eviction_mode mode;
+  kvtier_policy policy;
 } kvtier_sequence_info;
 
 typedef struct kvtier_client_info {

@@ -74,6 +74,11 @@ class Client {
     return kvtier_scores_push(handle_.get(), sequence, step, first_position, values.data(), values.size());
   }
 
+  kvtier_status push_feature(std::uint32_t sequence, kvtier_feature feature, std::uint32_t first_position,
+                             std::span<const float> values) {
+    return kvtier_features_push(handle_.get(), sequence, feature, first_position, values.data(), values.size());
+  }
+
   kvtier_status poll_plan(std::chrono::milliseconds timeout, kvtier_plan& plan) {
     return kvtier_plan_poll(handle_.get(), static_cast<int>(timeout.count()), &plan);
   }

@@ -69,6 +69,15 @@ std::string log_level_rule(std::string_view text) {
                                : "must be one of trace, debug, info, warn, error, critical, off";
 }
 
+std::string policy_rule(std::string_view text) {
+  // The tier engine owns the policies; the names are repeated here so that the configuration
+  // stays independent of it (daemon/src/tier_params.cpp maps them, a test checks they agree).
+  for (std::string_view name : {"paper", "h2o", "streaming_llm", "random", "vase", "r_kv"}) {
+    if (text == name) return {};
+  }
+  return "must be one of paper, h2o, streaming_llm, random, vase, r_kv";
+}
+
 std::string eviction_mode_rule(std::string_view text) {
   return parse_eviction_mode(text)
              ? std::string()
@@ -78,7 +87,7 @@ std::string eviction_mode_rule(std::string_view text) {
 constexpr std::array<std::string_view, 4> kTables = {"daemon", "limits", "tiering", "pools"};
 
 // clang-format off
-const std::array<FieldSpec, 22> kFields = {{
+const std::array<FieldSpec, 24> kFields = {{
   {.table = "daemon", .key = "runtime_dir",
    .help = "directory of the socket and lock file (systemd RuntimeDirectory=)",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.daemon.runtime_dir; },
@@ -155,6 +164,13 @@ const std::array<FieldSpec, 22> kFields = {{
    .help = "cumulative, paper-algorithm or paper-prototype",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.eviction_mode; },
    .text_rule = eviction_mode_rule},
+  {.table = "tiering", .key = "policy",
+   .help = "paper, h2o, streaming_llm, random, vase or r_kv",
+   .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.policy; },
+   .text_rule = policy_rule},
+  {.table = "tiering", .key = "seed", .help = "seed of the random and vase policies",
+   .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.seed; },
+   .int_min = 0, .int_max = ~std::uint64_t{0}},
 
   {.table = "pools", .key = "ddr_bytes_total",
    .help = "node-wide DDR pool bytes; 0 = only the per-client cap",

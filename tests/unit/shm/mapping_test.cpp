@@ -53,7 +53,8 @@ TEST_F(MappingTest, RefusesWrongMagic) {
 
 TEST_F(MappingTest, RefusesOtherLayoutVersion) {
   header().layout_version = kLayoutVersion + 1;
-  expect_refused(Errc::kVersionMismatch, "segment layout version 2, this build has layout version 1");
+  expect_refused(Errc::kVersionMismatch, "segment layout version " + std::to_string(kLayoutVersion + 1) +
+                                             ", this build has layout version " + std::to_string(kLayoutVersion));
 }
 
 TEST_F(MappingTest, RefusesOtherFingerprint) {

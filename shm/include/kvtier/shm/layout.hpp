@@ -22,7 +22,7 @@
 
 namespace kvtier::shm {
 
-inline constexpr std::uint32_t kLayoutVersion = 1;
+inline constexpr std::uint32_t kLayoutVersion = 2;
 
 enum class SegmentKind : std::uint32_t { kControl = 1, kPool = 2 };
 
@@ -125,7 +125,7 @@ constexpr std::uint64_t layout_fingerprint() {
 
   f.add(sizeof(ScoreRecord)).add(alignof(ScoreRecord));
   f.add(offsetof(ScoreRecord, sequence)).add(offsetof(ScoreRecord, first_position));
-  f.add(offsetof(ScoreRecord, count)).add(offsetof(ScoreRecord, step));
+  f.add(offsetof(ScoreRecord, count)).add(offsetof(ScoreRecord, kind)).add(offsetof(ScoreRecord, step));
   f.add(offsetof(ScoreRecord, values));
 
   f.add(sizeof(PlanMove)).add(alignof(PlanMove));

@@ -13,12 +13,22 @@ namespace kvtier::shm {
 
 inline constexpr std::uint32_t kScoresPerRecord = 60;
 
-// One decode step's per-token importance scores of one sequence, for absolute positions
-// [first_position, first_position + count). count <= kScoresPerRecord (the daemon checks).
+// What a ScoreRecord carries (ScoreRecord::kind). The daemon refuses any other value.
+enum class ScoreKind : std::uint16_t {
+  kAttention = 0,   // this step's attention received by positions [first, first + count)
+  kStepEnd = 1,     // decode step `step` ended (count = 0)
+  kValueRange = 2,  // per-position value-vector range (vase policy)
+  kKeyDigest = 3,   // count / dim positions' key digests of the sequence's digest dim (r_kv)
+};
+inline constexpr std::uint16_t kScoreKindCount = 4;
+
+// One record of per-token features of one sequence, for absolute positions starting at
+// first_position. count <= kScoresPerRecord (the daemon checks).
 struct ScoreRecord {
   std::uint32_t sequence;
   std::uint32_t first_position;
-  std::uint32_t count;
+  std::uint16_t count;  // values used
+  std::uint16_t kind;   // ScoreKind
   std::uint32_t step;
   float values[kScoresPerRecord];
 };

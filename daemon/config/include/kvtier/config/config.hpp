@@ -77,6 +77,8 @@ struct TieringSection {
   double hysteresis = 0.0;            // margin before a token changes tier; 0 = none
   double decay = 1.0;                 // per-step score multiplier; 1 = no decay (paper)
   EvictionMode eviction_mode = EvictionMode::kCumulative;
+  std::string policy = "paper";  // paper, h2o, streaming_llm, random, vase, r_kv
+  std::uint64_t seed = 0;        // random, vase: each sequence derives its own seed from it
 
   bool operator==(const TieringSection&) const = default;
 };
