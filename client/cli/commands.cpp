@@ -131,6 +131,9 @@ void write_status_json(const kvtier_daemon_status& s) {
     j.key("plans_sent").value(c.plans_sent);
     j.key("plans_acked").value(c.plans_acked);
     j.key("errors").value(c.errors);
+    j.key("plans_failed").value(c.plans_failed);
+    j.key("moves_sent").value(c.moves_sent);
+    j.key("backpressure_tokens").value(c.backpressure_tokens);
     j.end_object();
     j.key("sequences").begin_array();
     for (std::size_t k = 0; k < c.sequence_count; ++k) {
@@ -169,10 +172,13 @@ void print_status_text(const kvtier_daemon_status& s) {
     std::printf("\nclient %u  %s  pid %u uid %u  model %s (%u layers, %u kv heads, dim %u, %s)\n", c.client_id, c.name,
                 c.pid, c.uid, c.model_name[0] != '\0' ? c.model_name : "-", c.num_layers, c.num_kv_heads, c.head_dim,
                 dtype_name(c.dtype));
-    std::printf("  pool slots %u/%u  score records %llu (dropped %llu)  plans %llu sent, %llu acked  errors %llu\n",
+    std::printf("  pool slots %u/%u  score records %llu (dropped %llu)  plans %llu sent, %llu acked, %llu failed"
+                "  moves %llu  kept in HBM (pool full) %llu  errors %llu\n",
                 c.pool_slots_used, c.pool_slots, static_cast<unsigned long long>(c.score_records),
                 static_cast<unsigned long long>(c.scores_dropped), static_cast<unsigned long long>(c.plans_sent),
-                static_cast<unsigned long long>(c.plans_acked), static_cast<unsigned long long>(c.errors));
+                static_cast<unsigned long long>(c.plans_acked), static_cast<unsigned long long>(c.plans_failed),
+                static_cast<unsigned long long>(c.moves_sent), static_cast<unsigned long long>(c.backpressure_tokens),
+                static_cast<unsigned long long>(c.errors));
     std::printf("  %8s %7s %7s %7s %7s %7s %7s %9s %5s %5s %s\n", "sequence", "prompt", "tokens", "T0", "T1", "T2",
                 "T3", "destroyed", "beta", "r", "policy / mode");
     for (std::size_t k = 0; k < c.sequence_count; ++k) {

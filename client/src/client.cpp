@@ -365,6 +365,9 @@ Result<kvtier_daemon_status*> Client::daemon_status() {
       info.plans_sent = c.getPlansSent();
       info.plans_acked = c.getPlansAcked();
       info.errors = c.getErrors();
+      info.plans_failed = c.getPlansFailed();
+      info.moves_sent = c.getMovesSent();
+      info.backpressure_tokens = c.getBackpressureTokens();
       auto& seqs = holder->sequence_storage.emplace_back();
       for (auto s : c.getSequences()) {
         seqs.push_back(kvtier_sequence_info{s.getSequenceId(), s.getPromptLength(), s.getTokens(), s.getTokensT0(),

@@ -72,6 +72,9 @@ ClientSnapshot ClientChannel::snapshot() const {
   out.plans_sent = plans_sent_;
   out.plans_acked = plans_acked_;
   out.errors = errors_;
+  out.plans_failed = plans_failed_;
+  out.moves_sent = moves_sent_;
+  out.backpressure_tokens = trimmed_;
   for (const auto& [id, seq] : sequences_) {
     const tier::SequenceTiers& t = seq.tiers;
     SequenceSnapshot s;

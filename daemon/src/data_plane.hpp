@@ -45,6 +45,7 @@ struct ClientSnapshot {
   std::uint32_t client_id = 0;
   std::uint32_t pool_slots_used = 0;
   std::uint64_t score_records = 0, scores_dropped = 0, plans_sent = 0, plans_acked = 0, errors = 0;
+  std::uint64_t plans_failed = 0, moves_sent = 0, backpressure_tokens = 0;
   std::vector<SequenceSnapshot> sequences;
 };
 

@@ -249,6 +249,9 @@ void Server::build_status(std::function<void(capnp::MallocMessageBuilder&)> repl
       out.setPlansSent(snap->plans_sent);
       out.setPlansAcked(snap->plans_acked);
       out.setErrors(record->errors + snap->errors);
+      out.setPlansFailed(snap->plans_failed);
+      out.setMovesSent(snap->moves_sent);
+      out.setBackpressureTokens(snap->backpressure_tokens);
       auto sequences = out.initSequences(static_cast<unsigned>(snap->sequences.size()));
       for (unsigned s = 0; s < snap->sequences.size(); ++s) {
         const SequenceSnapshot& seq = snap->sequences[s];

@@ -228,6 +228,10 @@ struct ClientStatus {
   errors @16 :UInt64;
 
   sequences @17 :List(SequenceStatus);
+
+  plansFailed @18 :UInt64;         # plans the client reported as not applied (rolled back)
+  movesSent @19 :UInt64;           # token moves in all plans sent
+  backpressureTokens @20 :UInt64;  # moves to T1 refused because the pool was full (kept in T0)
 }
 
 struct SequenceStatus {

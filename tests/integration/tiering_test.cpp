@@ -129,6 +129,39 @@ TEST(Tiering, APlanReportedAsFailedRollsBackAndOutputsStayExact) {
   EXPECT_THAT(daemon.log(), HasSubstr("rolled_back=1"));
 }
 
+TEST(Tiering, StatusCountsFailedPlans) {
+  DaemonUnderTest daemon(test_name());
+  ChildProcess client = ChildProcess::spawn(
+      {KVTIER_TEST_WORKLOAD, "--socket", daemon.socket().string(), "--sequences", "1", "--prompt", "32", "--steps",
+       "100", "--interval", "16", "--window", "16", "--beta", "0.3", "--fail-every", "2", "--hold"},
+      daemon.dir() / "client.log");
+  EXPECT_TRUE(eventually([&] {
+    const std::string json = daemon.ctl({"status", "--json"}).out;
+    return json.find("\"plans_failed\":") != std::string::npos &&
+           json.find("\"plans_failed\":0,") == std::string::npos;
+  }, std::chrono::seconds(20)));
+  client.signal(SIGTERM);
+  EXPECT_EQ(client.wait(std::chrono::seconds(20)), 0);
+}
+
+TEST(Tiering, AFullPoolKeepsTokensInHbmCountedAndNothingIsLost) {
+  DaemonUnderTest daemon(test_name());
+  ChildProcess client = ChildProcess::spawn(
+      {KVTIER_TEST_WORKLOAD, "--socket", daemon.socket().string(), "--sequences", "2", "--prompt", "32", "--steps",
+       "200", "--interval", "16", "--window", "16", "--beta", "0.2", "--pool-tokens", "40", "--expect-exact", "--hold"},
+      daemon.dir() / "client.log");
+  std::string json;
+  EXPECT_TRUE(eventually([&] {
+    json = daemon.ctl({"status", "--json"}).out;
+    return json.find("\"pool_slots_used\":40,") != std::string::npos &&
+           json.find("\"backpressure_tokens\":0,") == std::string::npos &&
+           json.find("\"backpressure_tokens\"") != std::string::npos;
+  }, std::chrono::seconds(30))) << json;
+  EXPECT_THAT(daemon.log(), HasSubstr("event=pool_full"));
+  client.signal(SIGTERM);
+  EXPECT_EQ(client.wait(std::chrono::seconds(30)), 0) << run_command({"/bin/cat", (daemon.dir() / "client.log").string()}).out;
+}
+
 TEST(Tiering, BadTierParametersAreRefusedNamingTheField) {
   DaemonUnderTest daemon(test_name());
   const WorkloadRun run = run_workload(daemon, with({"--beta", "1.5"}));

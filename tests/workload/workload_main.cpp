@@ -27,6 +27,7 @@ struct Options {
   std::string name = "workload";
   unsigned sequences = 3, prompt = 48, steps = 256, step_us = 0;
   unsigned fail_every = 0;  // acknowledge every Nth plan as failed without executing it
+  unsigned pool_tokens = 0;  // DDR pool rows to ask for; 0 = room for every token
   bool hold = false, shadow = true, expect_exact = false;
   kvtier_sequence_options tiering{};
   kvtier_staging_order order = KVTIER_STAGE_POSITION_ORDER;
@@ -55,6 +56,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg == "--steps") o.steps = u();
     else if (arg == "--step-us") o.step_us = u();
     else if (arg == "--fail-every") o.fail_every = u();
+    else if (arg == "--pool-tokens") o.pool_tokens = u();
     else if (arg == "--order") o.order = std::strcmp(v, "compact") == 0 ? KVTIER_STAGE_COMPACT : KVTIER_STAGE_POSITION_ORDER;
     else {
       // Tier parameters: any of them switches the sequence off the daemon's defaults.
@@ -92,7 +94,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, o)) {
     std::fputs("usage: kvtier-workload [--socket PATH] [--name N] [--sequences K] [--prompt P] [--steps S]\n"
                "  [--step-us U] [--hold] [--no-shadow] [--expect-exact] [--order position|compact]\n"
-               "  [--fail-every N]\n"
+               "  [--fail-every N] [--pool-tokens N]\n"
                "  [--beta B] [--evict R] [--mode cumulative|paper-algorithm|paper-prototype]\n"
                "  [--interval D] [--window W] [--sinks K]\n"
                "  [--policy paper|h2o|streaming_llm|random|vase|r_kv]\n",
@@ -113,7 +115,7 @@ int main(int argc, char** argv) {
   kvtier_status st = client.connect(o.socket, o.name);
   if (st != KVTIER_OK) return fail(client, "connect", st);
   st = client.register_model(config.num_layers, config.num_kv_heads, config.head_dim, KVTIER_DTYPE_F32,
-                             o.sequences * (o.prompt + o.steps), "toy-4L-gqa");
+                             o.pool_tokens != 0 ? o.pool_tokens : o.sequences * (o.prompt + o.steps), "toy-4L-gqa");
   if (st != KVTIER_OK) return fail(client, "register", st);
 
   std::vector<std::unique_ptr<kvtier::workload::ToyEngine>> engines;

@@ -288,6 +288,9 @@ typedef struct kvtier_client_info {
   kvtier_dtype dtype;
   uint32_t pool_slots, pool_slots_used;
   uint64_t score_records, scores_dropped, plans_sent, plans_acked, errors;
+  uint64_t plans_failed;        /* reported as not applied, rolled back */
+  uint64_t moves_sent;          /* token moves in all plans */
+  uint64_t backpressure_tokens; /* moves to T1 refused for a full pool: the tokens stayed in T0 */
   size_t sequence_count;
   const kvtier_sequence_info* sequences;
 } kvtier_client_info;
