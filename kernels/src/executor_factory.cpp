@@ -9,6 +9,9 @@
 #ifndef KVTIER_KERNELS_WITH_CUDA
 #error "KVTIER_KERNELS_WITH_CUDA must be defined by kernels/CMakeLists.txt"
 #endif
+#if KVTIER_KERNELS_WITH_CUDA
+#include "kvtier/kernels/cuda/cuda_executor.hpp"
+#endif
 
 namespace kvtier::kernels {
 
@@ -38,10 +41,9 @@ Result<std::unique_ptr<CopyExecutor>> make_executor(Backend backend) {
       return std::unique_ptr<CopyExecutor>(std::make_unique<CpuExecutor>());
     case Backend::kCuda:
 #if KVTIER_KERNELS_WITH_CUDA
-      // The CUDA executor (kernels/cuda/, target kvtier_kernels_cuda) is not written yet.
-      return make_error(Errc::kUnavailable,
-                        "make_executor: CUDA was built but the CUDA executor is not implemented "
-                        "yet; use Backend::kCpu");
+      // kUnavailable "no CUDA device: <CUDA's reason>" when the build has CUDA but the machine
+      // has no usable device (or driver).
+      return cuda::make_cuda_executor();
 #else
       return make_error(Errc::kUnavailable,
                         "make_executor: this kvtier was built without CUDA (KVTIER_CUDA=OFF or no "

@@ -1,0 +1,117 @@
+// Device discovery and small RAII owners of CUDA resources, with no CUDA types in sight, so tests
+// and clients can allocate device memory and streams without including a CUDA header.
+//
+// Every call is checked; failures return kUnavailable (no device, driver or launch problems),
+// kLimitExceeded (out of memory) or kInvalidArgument. Handles are integers: a stream's value is
+// its cudaStream_t, a buffer's address its device pointer.
+// Thread-safety: the owners are used by one thread at a time; device_count is thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kvtier/protocol/error.hpp"
+
+namespace kvtier::kernels::cuda {
+
+// Number of usable CUDA devices (> 0), or kUnavailable "no CUDA device: <CUDA's reason>".
+Result<int> device_count();
+
+// The name and compute capability of the current device, e.g. "NVIDIA H200 (sm_90, 132 SMs)".
+Result<std::string> device_description();
+
+// Waits for all work on the current device.
+Status device_synchronize();
+
+// Synchronous copies between host memory and any device-visible address (unified addressing).
+Status copy_to_device(std::uintptr_t device_dst, const void* src, std::size_t bytes);
+Status copy_to_host(void* dst, std::uintptr_t device_src, std::size_t bytes);
+
+// Whether `address` lies in host memory registered with (or allocated pinned by) CUDA.
+Result<bool> host_memory_registered(const void* address);
+
+// cudaMalloc'd device memory, freed on destruction.
+class DeviceBuffer {
+ public:
+  static Result<DeviceBuffer> allocate(std::size_t bytes);
+  DeviceBuffer() = default;
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  std::uintptr_t address() const noexcept { return address_; }
+  std::size_t size() const noexcept { return size_; }
+
+  // Synchronous copies between host memory and [offset, offset + bytes) of this buffer.
+  Status upload(const void* src, std::size_t bytes, std::size_t offset = 0);
+  Status download(void* dst, std::size_t bytes, std::size_t offset = 0) const;
+  // Synchronously sets every byte.
+  Status fill(std::uint8_t value);
+
+ private:
+  std::uintptr_t address_ = 0;
+  std::size_t size_ = 0;
+};
+
+// Page-locked host memory (cudaHostAlloc, mapped and portable), freed on destruction.
+class PinnedBuffer {
+ public:
+  static Result<PinnedBuffer> allocate(std::size_t bytes);
+  PinnedBuffer() = default;
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer&& other) noexcept;
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  std::byte* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  // The address kernels use for data() (cudaHostGetDevicePointer).
+  Result<std::uintptr_t> device_address() const;
+
+ private:
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// A non-blocking CUDA stream, destroyed on destruction.
+class Stream {
+ public:
+  static Result<Stream> create();
+  Stream() = default;
+  ~Stream();
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  std::uintptr_t handle() const noexcept { return handle_; }
+  Status synchronize() const;
+
+ private:
+  std::uintptr_t handle_ = 0;
+};
+
+// A CUDA event without timing, destroyed on destruction.
+class Event {
+ public:
+  static Result<Event> create();
+  Event() = default;
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  std::uintptr_t handle() const noexcept { return handle_; }
+  Status record(std::uintptr_t stream);
+  Status synchronize() const;
+
+ private:
+  std::uintptr_t handle_ = 0;
+};
+
+}  // namespace kvtier::kernels::cuda
