@@ -1,5 +1,5 @@
-// Int8 tier support: geometry validation, the contiguous quantize / dequantize forms and error
-// measurement (see quantize.hpp).
+// Int8 tier support: geometry validation, the argument checks of the quantize / dequantize entry
+// points (their loops: quantize.cpp) and error measurement (see quantize.hpp).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kvtier/kernels/quantize.hpp"
+#include "quantize_blocks.hpp"
 
 namespace kvtier::kernels {
 namespace {
@@ -44,6 +45,16 @@ void accumulate(const float* x, const float* y, std::size_t n, QuantError& e) no
   ++e.vectors;
 }
 
+Status check_block(const Int8Geometry& g, std::size_t block_size) {
+  if (auto status = validate(g); !status) return status;
+  if (block_size < g.block_bytes()) {
+    return make_error(Errc::kInvalidArgument,
+                      "int8 block: " + std::to_string(block_size) + " bytes, need " +
+                          std::to_string(g.block_bytes()));
+  }
+  return {};
+}
+
 }  // namespace
 
 Status validate(const Int8Geometry& g) {
@@ -65,6 +76,37 @@ Status validate(const Int8Geometry& g) {
   return {};
 }
 
+Status quantize_block(const Int8Geometry& g, std::span<const std::byte* const> rows,
+                      std::span<std::byte> block) {
+  if (auto status = check_block(g, block.size()); !status) return status;
+  if (rows.empty() || rows.size() > g.group_tokens) {
+    return make_error(Errc::kInvalidArgument, "int8 block: " + std::to_string(rows.size()) +
+                                                  " rows, need 1.." +
+                                                  std::to_string(g.group_tokens));
+  }
+  detail::quantize_checked(g, rows, block.data());
+  return {};
+}
+
+Status dequantize_block(const Int8Geometry& g, std::span<const std::byte> block,
+                        std::span<const std::uint32_t> which, std::span<std::byte* const> out) {
+  if (auto status = check_block(g, block.size()); !status) return status;
+  if (which.size() != out.size()) {
+    return make_error(Errc::kInvalidArgument, "int8 block: " + std::to_string(which.size()) +
+                                                  " row indices for " +
+                                                  std::to_string(out.size()) + " outputs");
+  }
+  for (std::uint32_t index : which) {
+    if (index >= g.group_tokens) {
+      return make_error(Errc::kInvalidArgument, "int8 block: row index " +
+                                                    std::to_string(index) + " >= group_tokens " +
+                                                    std::to_string(g.group_tokens));
+    }
+  }
+  detail::dequantize_checked(g, block.data(), which, out);
+  return {};
+}
+
 Status quantize_rows(const Int8Geometry& g, std::span<const std::byte> src,
                      std::span<std::byte> dst) {
   if (auto status = validate(g); !status) return status;
@@ -75,13 +117,7 @@ Status quantize_rows(const Int8Geometry& g, std::span<const std::byte> src,
                       "quantize_rows: destination has " + std::to_string(dst.size()) +
                           " bytes, need " + std::to_string(g.blocks_bytes(count)));
   }
-  std::vector<const std::byte*> rows(g.group_tokens);
-  for (std::size_t first = 0, b = 0; first < count; first += g.group_tokens, ++b) {
-    const std::size_t n = std::min<std::size_t>(g.group_tokens, count - first);
-    for (std::size_t i = 0; i < n; ++i) rows[i] = src.data() + (first + i) * g.row_bytes();
-    auto status = quantize_block(g, {rows.data(), n}, dst.subspan(b * g.block_bytes(), g.block_bytes()));
-    if (!status) return status;
-  }
+  detail::quantize_rows_checked(g, src, dst.data());
   return {};
 }
 
@@ -95,18 +131,7 @@ Status dequantize_rows(const Int8Geometry& g, std::span<const std::byte> blocks,
                           std::to_string(count * g.row_bytes()) + " output bytes, got " +
                           std::to_string(blocks.size()) + " and " + std::to_string(dst.size()));
   }
-  std::vector<std::uint32_t> which(g.group_tokens);
-  std::vector<std::byte*> out(g.group_tokens);
-  for (std::size_t first = 0, b = 0; first < count; first += g.group_tokens, ++b) {
-    const std::size_t n = std::min<std::size_t>(g.group_tokens, count - first);
-    for (std::size_t i = 0; i < n; ++i) {
-      which[i] = static_cast<std::uint32_t>(i);
-      out[i] = dst.data() + (first + i) * g.row_bytes();
-    }
-    auto status = dequantize_block(g, blocks.subspan(b * g.block_bytes(), g.block_bytes()),
-                                   {which.data(), n}, {out.data(), n});
-    if (!status) return status;
-  }
+  detail::dequantize_rows_checked(g, blocks.data(), count, dst.data());
   return {};
 }
 

@@ -54,6 +54,37 @@ PushResult ScoreProducer::push(const ScoreRecord& record) noexcept {
   return PushResult::kPushed;
 }
 
+BatchPushResult ScoreProducer::push_batch(std::span<const ScoreRecord> records) noexcept {
+  BatchPushResult result;
+  if (records.empty()) return result;
+  if (write_ - read_cache_ + records.size() > capacity_) {
+    read_cache_ = header_->consumer.read.load(std::memory_order_acquire);  // as in push()
+  }
+  const std::uint64_t room = capacity_ - std::min<std::uint64_t>(write_ - read_cache_, capacity_);
+  result.pushed = static_cast<std::size_t>(std::min<std::uint64_t>(room, records.size()));
+  result.dropped = records.size() - result.pushed;
+  if (result.dropped != 0) {
+    dropped_ += result.dropped;
+    header_->producer.dropped.store(dropped_, std::memory_order_relaxed);
+  }
+  if (result.pushed == 0) return result;
+  // At most two contiguous runs of slots: up to the end of the ring, then from slot 0.
+  const auto start = static_cast<std::size_t>(write_ & mask_);
+  const std::size_t first_run = std::min<std::size_t>(result.pushed, capacity_ - start);
+  std::memcpy(&slots_[start], records.data(), first_run * sizeof(ScoreRecord));
+  std::memcpy(&slots_[0], records.data() + first_run,
+              (result.pushed - first_run) * sizeof(ScoreRecord));
+  write_ += result.pushed;
+  // One publish for the whole prefix; same Dekker pairing as push().
+  header_->producer.write.store(write_, std::memory_order_seq_cst);
+  auto& waiting = header_->consumer.consumer_waiting;
+  if (waiting.load(std::memory_order_seq_cst) != 0) {
+    std::uint32_t expected = 1;
+    result.wake = waiting.compare_exchange_strong(expected, 0, std::memory_order_relaxed);
+  }
+  return result;
+}
+
 std::uint64_t ScoreProducer::free_slots() noexcept {
   read_cache_ = header_->consumer.read.load(std::memory_order_acquire);
   const std::uint64_t used = write_ - read_cache_;

@@ -7,6 +7,22 @@
 //
 // Parameters: the defaults (β = 0.5, sink 4, window 128) with r = 3% (the paper's knob), so a
 // decision from the all-T0 state finds all three classes — about half the tokens move.
+//
+// decision_policy_<name>: the same at 1M tokens for each ranking policy, through
+// tier::time_decision (bench_support.hpp; what time_policies runs per policy, called one policy at
+// a time so --quick can skip r_kv, whose key-redundancy search dominates its cost). The sequence
+// carries the features the policy reads; hysteresis is cleared for the policies that refuse it.
+// There all decides run first, then all nth_element copies (medians of each).
+//
+// Scaling (goal C3, 10M within ±25% of 1M): the move buffer of a 10M-token decision is 80 MB,
+// above glibc's largest mmap threshold, so it used to arrive as fresh 4 KiB pages on every
+// decision — ~10,000 page faults for the ~5M moves written, several ns per token on this VM. It is
+// now mapped on transparent huge pages (SequenceTiers::allocate_moves), ~20 faults. What is left
+// of the 10M/1M difference: the kernel still zeroes those 40 MB of fresh pages on every decision
+// (clear_page, ~5% of a 10M decision), and the passes over 90 MB of scores, tiers and moves run
+// from memory where 1M's 13 MB stay cached between repeats; the nth_element copy between two
+// decides (40 MB at 10M) evicts them. Keeping the buffer mapped between decisions would remove
+// the zeroing but hold 8 B per candidate for good, outside the 5 B/token budget (C8).
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -96,6 +112,32 @@ Status run_size(const DecisionSize& size, const RunConfig& config, Reporter& rep
   return {};
 }
 
+constexpr std::uint32_t kPolicyTokens = 1'000'000;
+
+Status run_policy(tier::PolicyKind kind, const RunConfig& config, Reporter& reporter) {
+  const std::string name = "decision_policy_" + std::string(tier::policy_name(kind));
+  if (config.quick && kind == tier::PolicyKind::kRKv) {
+    reporter.progress(name, "skipped in --quick");
+    return {};
+  }
+  tier::TierParams params = decision_params();
+  params.policy = kind;
+  if (!tier::policy_traits(kind).supports_hysteresis) params.hysteresis = 0.0;
+  const int repeats = config.quick ? 3 : 9;
+  auto timing = tier::time_decision(kPolicyTokens, params, kSeed, repeats);
+  if (!timing) return tl::unexpected(timing.error());
+  const double decide_ms = timing->decide_seconds * 1e3;
+  const double nth_ms = timing->nth_element_seconds * 1e3;
+  char note[160];
+  std::snprintf(note, sizeof(note), "%u tokens, %zu moves, %d repeats, %zu B/token; decide %.2f ns/token",
+                kPolicyTokens, timing->moves, repeats, timing->bytes_per_token,
+                decide_ms * 1e6 / kPolicyTokens);
+  reporter.progress(name, note);
+  reporter.report(Measure{name, timing->ratio(), Figure{"decide", decide_ms, "ms"},
+                          Figure{"nth_element", nth_ms, "ms"}, "<=1.0"});
+  return {};
+}
+
 }  // namespace
 
 void register_decision(Registry& registry) {
@@ -105,6 +147,14 @@ void register_decision(Registry& registry) {
                      " lognormal scores vs one std::nth_element on a copy",
                  [&size](const RunConfig& config, Reporter& reporter) {
                    return run_size(size, config, reporter);
+                 });
+  }
+  for (const tier::PolicyKind kind : tier::kAllPolicies) {
+    registry.add("decision_policy_" + std::string(tier::policy_name(kind)),
+                 "SequenceTiers::decide() under the " + std::string(tier::policy_name(kind)) +
+                     " policy over 1M lognormal scores (+ its features) vs one std::nth_element",
+                 [kind](const RunConfig& config, Reporter& reporter) {
+                   return run_policy(kind, config, reporter);
                  });
   }
 }

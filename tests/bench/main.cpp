@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   kvtier::bench::register_decision(registry);
   kvtier::bench::register_gather(registry);
   kvtier::bench::register_metadata(registry);
+  kvtier::bench::register_quantize(registry);
 
   if (options.list) {
     for (const auto& benchmark : registry.all()) {

@@ -1,8 +1,11 @@
 // SequenceTiers::decide(): budgets per eviction mode, the policy's ranking keys, cut points by
 // radix select over the keys, then one classify-and-emit pass over the managed range (see
 // sequence_tiers.hpp for the contract).
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 
 #include "contract.hpp"
 #include "kvtier/tier/cut_selector.hpp"
@@ -99,7 +102,40 @@ ClassifyCounts classify(const ClassifyInput& in, TierMove* out) {
   return counts;
 }
 
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
 }  // namespace
+
+void SequenceTiers::MoveBufferRelease::operator()(TierMove* moves) const noexcept {
+  if (mapped_bytes == 0) {
+    delete[] moves;
+  } else {
+    ::munmap(moves, mapped_bytes);
+  }
+}
+
+SequenceTiers::MoveBuffer SequenceTiers::allocate_moves(std::size_t count) {
+  const std::size_t bytes = count * sizeof(TierMove);
+  if (bytes >= kMappedMoveBufferBytes) {
+    // Map one huge page more than needed and trim both ends, so the buffer starts on a 2 MiB
+    // boundary (THP only backs aligned 2 MiB ranges).
+    const std::size_t size = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    void* raw = ::mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw != MAP_FAILED) {
+      const auto base = reinterpret_cast<std::uintptr_t>(raw);
+      const std::uintptr_t start = (base + kHugePage - 1) & ~(kHugePage - 1);
+      const std::uintptr_t end = base + size + kHugePage;
+      if (start > base) ::munmap(raw, start - base);
+      if (end > start + size) ::munmap(reinterpret_cast<void*>(start + size), end - start - size);
+      // Advice only: where THP is off, the buffer simply gets 4 KiB pages.
+      ::madvise(reinterpret_cast<void*>(start), size, MADV_HUGEPAGE);
+      return MoveBuffer(reinterpret_cast<TierMove*>(start), MoveBufferRelease{size});
+    }
+    // No mapping: fall back to the heap, which reports exhaustion as the rest of decide() does.
+  }
+  return MoveBuffer(new TierMove[count], MoveBufferRelease{0});
+}
 
 const Decision& SequenceTiers::decide() {
   detail::require(!pending_.has_value(), "decide() while a decision is pending");
@@ -171,7 +207,7 @@ const Decision& SequenceTiers::decide() {
 
   // At most one move per candidate; classify() writes every element at out[moves] and keeps only
   // moves, so the buffer needs one spare entry beyond the candidates.
-  pending.moves = std::make_unique_for_overwrite<TierMove[]>(std::size_t{n} + 1);
+  pending.moves = allocate_moves(std::size_t{n} + 1);
   TierMove* out = pending.moves.get();
   const ClassifyInput input{keys.data(), tiers, size, first, mask, cut[0], cut[1], lower, upper};
   const bool all = n == size;

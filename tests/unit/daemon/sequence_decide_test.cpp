@@ -150,6 +150,28 @@ TEST(SequenceDecide, TierCountsMatchRatioBudgets) {
   EXPECT_EQ(seq.count(T1), 630u);
 }
 
+TEST(SequenceDecide, DecisionsWithAMappedMoveBufferMatchTheReference) {
+  // 4.5M candidates need a 36 MB move buffer, above kMappedMoveBufferBytes: the mapped path.
+  constexpr std::uint32_t kTokens = 4'500'000;
+  static_assert(std::size_t{kTokens} * sizeof(TierMove) > SequenceTiers::kMappedMoveBufferBytes);
+  TierParams p;
+  p.evict_ratio = 0.03;
+  std::vector<float> s(kTokens);
+  std::mt19937_64 rng(9);
+  std::lognormal_distribution<float> dist(0.0f, 2.0f);
+  for (float& x : s) x = dist(rng);
+  auto seq = *SequenceTiers::create(0, p, kTokens);
+  ASSERT_TRUE(seq.add_scores(0, s).has_value());
+  const std::vector<Tier> expected = reference_decision(seq);
+  for (int round = 0; round < 2; ++round) {  // a rollback releases the mapping; decide again
+    const Decision& d = seq.decide();
+    EXPECT_EQ(apply_moves(snapshot(seq), d.moves), expected);
+    if (round == 0) seq.rollback();
+  }
+  seq.commit();
+  EXPECT_EQ(snapshot(seq), expected);
+}
+
 TEST(SequenceDecide, TierCountsMatchAbsoluteBudgets) {
   TierParams p;
   p.sink_tokens = 4;

@@ -224,6 +224,52 @@ TEST(SequenceTiers, DestroyedTokensIgnoreLaterScores) {
   EXPECT_FLOAT_EQ(seq.score_of(12), 0.0f);
 }
 
+TEST(SequenceTiers, DestroyedTokensIgnoreScoresInsideALongRecord) {
+  SequenceTiers seq = twenty_tokens();
+  seq.decide();
+  seq.commit();
+  std::vector<float> x(20, 2.0f);  // one record over every position, T3 ones among them
+  std::vector<float> before(20);
+  for (std::uint32_t i = 0; i < 20; ++i) before[i] = seq.score_of(i);
+  ASSERT_TRUE(seq.add_scores(0, x).has_value());
+  for (std::uint32_t i = 0; i < 20; ++i) {
+    if (seq.tier_of(i) == Tier::kT3) {
+      EXPECT_EQ(seq.score_of(i), 0.0f) << i;
+      EXPECT_FALSE(std::signbit(seq.score_of(i))) << i;
+    } else {
+      EXPECT_FLOAT_EQ(seq.score_of(i), before[i] + 2.0f) << i;
+    }
+  }
+}
+
+TEST(SequenceTiers, FirstBadScoreOfALongRecordIsNamedAndNothingIsApplied) {
+  SequenceTiers seq = make(0);
+  std::vector<float> values(300, 0.5f);
+  values[77] = -1.0f;  // past several vector chunks; a later NaN must not be the one named
+  values[201] = std::numeric_limits<float>::quiet_NaN();
+  const Status status = seq.add_scores(0, values);
+  ASSERT_FALSE(status.has_value());
+  EXPECT_THAT(status.error().message, HasSubstr("score at position 77 is negative (-1)"));
+  EXPECT_EQ(seq.length(), 0u);
+  values[77] = 0.5f;
+  values[201] = -std::numeric_limits<float>::quiet_NaN();  // sign bit set: still NaN
+  const Status nan = seq.add_scores(0, values);
+  ASSERT_FALSE(nan.has_value());
+  EXPECT_THAT(nan.error().message, HasSubstr("score at position 201 is NaN"));
+}
+
+TEST(SequenceTiers, ExtremeFiniteScoresAreAccepted) {
+  SequenceTiers seq = make(0);
+  std::vector<float> values(37, 0.0f);
+  values[3] = std::numeric_limits<float>::max();
+  values[9] = std::numeric_limits<float>::denorm_min();
+  values[35] = -0.0f;
+  ASSERT_TRUE(seq.add_scores(0, values).has_value());
+  EXPECT_EQ(seq.score_of(3), std::numeric_limits<float>::max());
+  EXPECT_EQ(seq.score_of(9), std::numeric_limits<float>::denorm_min());
+  EXPECT_FALSE(std::signbit(seq.score_of(35)));
+}
+
 TEST(SequenceTiersDeathTest, DecideWhileADecisionIsPendingAborts) {
   SequenceTiers seq = twenty_tokens();
   seq.decide();

@@ -159,6 +159,137 @@ TEST(Int8Quantize, DequantizeBlockRestoresSelectedRows) {
   EXPECT_EQ(std::memcmp(two.data() + g.row_bytes(), all.data() + 5 * g.row_bytes(), g.row_bytes()), 0);
 }
 
+// The scheme of quantize.hpp written plainly, one element at a time: float clamp to [0, 255]
+// (NaN to 0), +0.5, truncation; x̂ = min + code · scale rounded by the scalar converters. The
+// library's vectorized loops must give these bytes exactly. Inputs must hold no zeros (the order
+// in which a range meets +0 and -0 is the library's own, documented in quantize.cpp).
+struct ReferenceInt8 {
+  static std::uint8_t encode(float x, float lo, float inv) {
+    float v = (x - lo) * inv;
+    v = v > 0.0f ? v : 0.0f;
+    v = v < 255.0f ? v : 255.0f;
+    return static_cast<std::uint8_t>(static_cast<std::int32_t>(v + 0.5f));
+  }
+  static void put(std::vector<std::byte>& out, std::size_t offset, float f) {
+    std::memcpy(out.data() + offset, &f, sizeof f);
+  }
+  // Blocks of `values` (count rows of 2·H·D f32, already representable in g.dtype).
+  static std::vector<std::byte> quantize(const Int8Geometry& g, const std::vector<float>& x) {
+    const std::size_t c_n = g.channels();
+    const std::size_t count = x.size() / (2 * c_n);
+    std::vector<std::byte> out(g.blocks_bytes(count));
+    for (std::size_t first = 0, b = 0; first < count; first += g.group_tokens, ++b) {
+      const std::size_t n = std::min<std::size_t>(g.group_tokens, count - first);
+      const std::size_t base = b * g.block_bytes();
+      std::vector<float> lo(c_n), inv(c_n);
+      for (std::size_t c = 0; c < c_n; ++c) {
+        float l = x[first * 2 * c_n + c];
+        float h = l;
+        for (std::size_t r = 1; r < n; ++r) {
+          const float v = x[(first + r) * 2 * c_n + c];
+          l = v < l ? v : l;
+          h = v > h ? v : h;
+        }
+        lo[c] = l;
+        inv[c] = h - l > 0.0f ? 255.0f / (h - l) : 0.0f;
+        put(out, base + 4 * c, (h - l) / 255.0f);
+        put(out, base + 4 * (c_n + c), l);
+      }
+      for (std::size_t r = 0; r < n; ++r) {
+        const float* row = &x[(first + r) * 2 * c_n];
+        const std::size_t at = base + g.key_params_bytes() + r * g.int8_row_bytes();
+        for (std::size_t c = 0; c < c_n; ++c) {
+          out[at + 8 * g.num_kv_heads + c] = std::byte{encode(row[c], lo[c], inv[c])};
+        }
+        for (std::size_t h = 0; h < g.num_kv_heads; ++h) {
+          const float* v = row + c_n + h * g.head_dim;
+          float l = v[0];
+          float hi = v[0];
+          for (std::size_t d = 1; d < g.head_dim; ++d) {
+            l = v[d] < l ? v[d] : l;
+            hi = v[d] > hi ? v[d] : hi;
+          }
+          const float range = hi - l;
+          const float i = range > 0.0f ? 255.0f / range : 0.0f;
+          put(out, at + 4 * h, range / 255.0f);
+          put(out, at + 4 * (g.num_kv_heads + h), l);
+          for (std::size_t d = 0; d < g.head_dim; ++d) {
+            out[at + 8 * g.num_kv_heads + c_n + h * g.head_dim + d] = std::byte{encode(v[d], l, i)};
+          }
+        }
+      }
+    }
+    return out;
+  }
+  static float get(const std::vector<std::byte>& in, std::size_t offset) {
+    float f;
+    std::memcpy(&f, in.data() + offset, sizeof f);
+    return f;
+  }
+  // Rows restored from `blocks`, as f32 values before the dtype rounding.
+  static std::vector<float> restore(const Int8Geometry& g, const std::vector<std::byte>& blocks,
+                                    std::size_t count) {
+    const std::size_t c_n = g.channels();
+    std::vector<float> x(count * 2 * c_n);
+    for (std::size_t r = 0; r < count; ++r) {
+      const std::size_t base = r / g.group_tokens * g.block_bytes();
+      const std::size_t at = base + g.key_params_bytes() + r % g.group_tokens * g.int8_row_bytes();
+      const auto code = [&](std::size_t i) {
+        return static_cast<float>(std::to_integer<std::uint8_t>(blocks[at + 8 * g.num_kv_heads + i]));
+      };
+      for (std::size_t c = 0; c < c_n; ++c) {
+        x[r * 2 * c_n + c] = get(blocks, base + 4 * (c_n + c)) + code(c) * get(blocks, base + 4 * c);
+      }
+      for (std::size_t c = 0; c < c_n; ++c) {
+        const std::size_t h = c / g.head_dim;
+        x[r * 2 * c_n + c_n + c] = get(blocks, at + 4 * (g.num_kv_heads + h)) +
+                                   code(c_n + c) * get(blocks, at + 4 * h);
+      }
+    }
+    return x;
+  }
+};
+
+TEST(Int8Quantize, MatchesTheScalarDefinitionBitForBit) {
+  struct Case {
+    Int8Geometry g;
+    std::size_t rows;
+  };
+  const Case cases[] = {{kQwen7b, 70},
+                        {{3, 17, KvDtype::kF16, 5}, 23},
+                        {{2, 40, KvDtype::kF32, 8}, 19},
+                        {{1, 1, KvDtype::kBf16, 3}, 7}};
+  for (const Case& c : cases) {
+    const Int8Geometry& g = c.g;
+    std::vector<float> x = heavy_tailed_rows(g, c.rows, 21);
+    if (g.dtype == KvDtype::kF32) {
+      // Edge ranges: a key channel and a value head whose range is so small that 255 / range
+      // overflows to +inf, and a key channel whose range overflows to +inf.
+      for (std::size_t r = 0; r < c.rows; ++r) {
+        float* row = &x[r * 2 * g.channels()];
+        row[1] = 1e-39f * static_cast<float>(1 + r % 3);
+        row[2] = r % 2 == 0 ? -3e38f : 3e38f;
+        for (std::size_t d = 0; d < g.head_dim; ++d) {
+          row[g.channels() + d] = 2e-39f + 1e-45f * static_cast<float>(d % 4);
+        }
+      }
+    }
+    x = to_floats(g, to_rows(g, x));  // representable in the dtype
+    for (float& v : x) v = v == 0.0f ? 1.0f : v;
+    const std::vector<std::byte> rows = to_rows(g, x);
+    std::vector<std::byte> blocks(g.blocks_bytes(c.rows));
+    ASSERT_TRUE(quantize_rows(g, rows, blocks).has_value());
+    const std::vector<std::byte> expected = ReferenceInt8::quantize(g, x);
+    ASSERT_EQ(blocks.size(), expected.size());
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      ASSERT_EQ(blocks[i], expected[i]) << dtype_name(g.dtype) << " block byte " << i;
+    }
+    std::vector<std::byte> back(rows.size());
+    ASSERT_TRUE(dequantize_rows(g, blocks, c.rows, back).has_value());
+    EXPECT_EQ(back, to_rows(g, ReferenceInt8::restore(g, blocks, c.rows))) << dtype_name(g.dtype);
+  }
+}
+
 // Half an ulp of the dtype at |v| (an upper bound), for the output rounding.
 double half_ulp(KvDtype dtype, double v) {
   switch (dtype) {

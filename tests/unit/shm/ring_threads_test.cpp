@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -38,6 +39,53 @@ TEST(ScoreRingThreads, DoorbellProtocolLosesNoWakeup) {
         const std::uint64_t one = 1;
         ASSERT_EQ(::write(doorbell.get(), &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
       }
+    }
+  });
+
+  ScoreConsumer consumer(ring.span(), kCapacity);
+  std::array<ScoreRecord, 4> out{};
+  std::uint32_t expected = 0;
+  bool lost_wakeup = false;
+  while (expected < kRecords && !lost_wakeup) {
+    auto popped = consumer.pop(out);
+    ASSERT_TRUE(popped) << popped.error().message;
+    for (std::size_t i = 0; i < *popped; ++i, ++expected) ASSERT_EQ(out[i].step, expected);
+    if (*popped != 0 || !consumer.announce_sleep()) continue;
+    pollfd poll_fd{doorbell.get(), POLLIN, 0};
+    if (::poll(&poll_fd, 1, 30000) != 1) lost_wakeup = true;  // hang guard
+    std::uint64_t count = 0;
+    if (!lost_wakeup) {
+      ASSERT_EQ(::read(doorbell.get(), &count, sizeof(count)), 8);
+    }
+    consumer.cancel_sleep();
+  }
+  client.join();
+  EXPECT_FALSE(lost_wakeup);
+  EXPECT_EQ(expected, kRecords);
+}
+
+TEST(ScoreRingThreads, BatchPushesArriveCompleteAndInOrderWithoutLostWakeups) {
+  constexpr std::uint32_t kCapacity = 8;
+  constexpr std::uint32_t kRecords = 20000;
+  constexpr std::uint32_t kBatch = 3;  // does not divide the capacity: batches straddle the wrap
+  testing::RingBuffer<ScoreRingHeader> ring(score_ring_bytes(kCapacity));
+  UniqueFd doorbell(::eventfd(0, EFD_CLOEXEC));
+  ASSERT_TRUE(doorbell.valid());
+
+  std::thread client([&] {
+    ScoreProducer producer(ring.span(), kCapacity);
+    std::array<ScoreRecord, kBatch> batch{};
+    for (std::uint32_t next = 0; next < kRecords;) {
+      const std::uint32_t n = std::min(kBatch, kRecords - next);
+      while (producer.free_slots() < n) std::this_thread::yield();
+      for (std::uint32_t i = 0; i < n; ++i) batch[i].step = next + i;
+      const BatchPushResult result = producer.push_batch({batch.data(), n});
+      ASSERT_EQ(result.pushed, n);  // room was checked, and only this thread adds records
+      if (result.wake) {
+        const std::uint64_t one = 1;
+        ASSERT_EQ(::write(doorbell.get(), &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
+      }
+      next += n;
     }
   });
 

@@ -142,5 +142,61 @@ TEST_F(ScoreRing, ViewsResumeFromSharedCounters) {
   EXPECT_EQ(rest[0].step, 1u);
 }
 
+std::vector<ScoreRecord> make_records(std::uint32_t first_step, std::uint32_t count) {
+  std::vector<ScoreRecord> records;
+  for (std::uint32_t i = 0; i < count; ++i) records.push_back(make_record(first_step + i));
+  return records;
+}
+
+TEST_F(ScoreRing, PushBatchPublishesAllRecordsAtOnceInOrder) {
+  const BatchPushResult result = producer.push_batch(make_records(0, 3));
+  EXPECT_EQ(result.pushed, 3u);
+  EXPECT_EQ(result.dropped, 0u);
+  EXPECT_FALSE(result.wake);
+  EXPECT_EQ(producer.published(), 3u);
+  std::array<ScoreRecord, 8> out{};
+  auto popped = consumer.pop(out);
+  ASSERT_TRUE(popped) << popped.error().message;
+  ASSERT_EQ(*popped, 3u);
+  for (std::uint32_t i = 0; i < 3; ++i) EXPECT_EQ(out[i].step, i);
+}
+
+TEST_F(ScoreRing, PushBatchWrapsAroundTheEndOfTheRing) {
+  std::array<ScoreRecord, 8> out{};
+  ASSERT_EQ(producer.push_batch(make_records(0, 3)).pushed, 3u);
+  ASSERT_EQ(*consumer.pop(out), 3u);  // write = read = 3: the next batch starts at the last slot
+  ASSERT_EQ(producer.push_batch(make_records(3, 4)).pushed, 4u);
+  auto popped = consumer.pop(out);
+  ASSERT_TRUE(popped) << popped.error().message;
+  ASSERT_EQ(*popped, 4u);
+  for (std::uint32_t i = 0; i < 4; ++i) EXPECT_EQ(out[i].step, 3 + i);
+}
+
+TEST_F(ScoreRing, PushBatchDropsAndCountsWhatDoesNotFit) {
+  ASSERT_EQ(producer.push(make_record(0)), PushResult::kPushed);
+  const BatchPushResult result = producer.push_batch(make_records(1, 5));
+  EXPECT_EQ(result.pushed, kCapacity - 1);
+  EXPECT_EQ(result.dropped, 2u);
+  EXPECT_EQ(producer.dropped(), 2u);
+  EXPECT_EQ(consumer.dropped(), 2u);
+  std::array<ScoreRecord, 8> out{};
+  auto popped = consumer.pop(out);
+  ASSERT_TRUE(popped) << popped.error().message;
+  ASSERT_EQ(*popped, kCapacity);
+  EXPECT_EQ(out[kCapacity - 1].step, kCapacity - 1);  // the prefix, never the tail
+}
+
+TEST_F(ScoreRing, PushBatchAfterAnnouncedSleepAsksForOneDoorbell) {
+  ASSERT_TRUE(consumer.announce_sleep());
+  EXPECT_TRUE(producer.push_batch(make_records(0, 2)).wake);
+  EXPECT_FALSE(producer.push_batch(make_records(2, 1)).wake);  // rung once per sleep
+}
+
+TEST_F(ScoreRing, PushBatchOfNothingPublishesNothing) {
+  const BatchPushResult result = producer.push_batch({});
+  EXPECT_EQ(result.pushed, 0u);
+  EXPECT_EQ(producer.published(), 0u);
+}
+
 }  // namespace
 }  // namespace kvtier::shm

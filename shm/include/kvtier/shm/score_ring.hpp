@@ -27,6 +27,14 @@ enum class PushResult {
   kDropped,     // ring full: dropped and counted in the shared `dropped` counter
 };
 
+// What ScoreProducer::push_batch did: records [0, pushed) of the batch were published, the
+// remaining `dropped` were not (ring full) and were counted like push() drops.
+struct BatchPushResult {
+  std::size_t pushed = 0;
+  std::size_t dropped = 0;
+  bool wake = false;  // the daemon was asleep: ring the doorbell (as PushResult::kPushedWake)
+};
+
 class ScoreProducer {
  public:
   // `ring`: the ring's bytes (ScoreRingHeader + slots), 64-byte aligned, at least
@@ -36,6 +44,12 @@ class ScoreProducer {
 
   // Never blocks. Copies `record` into the next slot and publishes it.
   PushResult push(const ScoreRecord& record) noexcept;
+
+  // Never blocks. Copies the longest prefix of `records` that fits into the ring and publishes it
+  // with one counter store (one cache-line hand-off and one look at the sleep flag per batch
+  // instead of per record); the rest is dropped and counted. Same effect on the ring as calling
+  // push() for each record in order, except that the daemon sees the prefix all at once.
+  BatchPushResult push_batch(std::span<const ScoreRecord> records) noexcept;
 
   // Slots free right now (reloads the daemon's read counter).
   std::uint64_t free_slots() noexcept;
