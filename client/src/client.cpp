@@ -226,23 +226,22 @@ Status Client::push_records(shm::ScoreKind kind, std::uint32_t sequence, std::ui
                             std::uint32_t first_position, std::span<const float> values, std::uint32_t per_record,
                             std::uint32_t floats_per_position) {
   if (auto ok = require_engine("push"); !ok) return ok;
-  shm::ScoreRecord record{};
-  record.sequence = sequence;
-  record.step = step;
-  record.kind = static_cast<std::uint16_t>(kind);
-  bool wake = false;
+  // One batch per call: one counter store and one look at the daemon's sleep flag.
+  batch_.clear();
   for (std::size_t done = 0; done < values.size(); done += per_record) {
     const std::size_t n = std::min<std::size_t>(per_record, values.size() - done);
+    shm::ScoreRecord& record = batch_.emplace_back();
+    record.sequence = sequence;
+    record.step = step;
+    record.kind = static_cast<std::uint16_t>(kind);
     record.first_position = first_position + static_cast<std::uint32_t>(done / floats_per_position);
     record.count = static_cast<std::uint16_t>(n);
     std::memcpy(record.values, values.data() + done, n * sizeof(float));
-    switch (rings_->scores.push(record)) {
-      case shm::PushResult::kPushed: ++counters_.score_records_pushed; break;
-      case shm::PushResult::kPushedWake: ++counters_.score_records_pushed; wake = true; break;
-      case shm::PushResult::kDropped: ++counters_.score_records_dropped; break;
-    }
   }
-  if (wake) ring_doorbell();
+  const shm::BatchPushResult pushed = rings_->scores.push_batch(batch_);
+  counters_.score_records_pushed += pushed.pushed;
+  counters_.score_records_dropped += pushed.dropped;
+  if (pushed.wake) ring_doorbell();
   return {};
 }
 

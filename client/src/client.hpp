@@ -82,6 +82,7 @@ class Client {
   std::map<std::uint32_t, std::unique_ptr<SequenceCache>> caches_;
   std::map<std::uint32_t, std::uint32_t> digest_dims_;  // sequence -> key digest floats (r_kv)
   std::vector<shm::PlanRecord> plan_records_;
+  std::vector<shm::ScoreRecord> batch_;
   std::vector<kvtier_plan_move> plan_moves_;
   std::uint64_t last_acked_ = 0;
   kvtier_client_counters counters_{};

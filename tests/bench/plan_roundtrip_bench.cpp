@@ -87,9 +87,9 @@ Status run(const RunConfig& config, Reporter& reporter) {
   };
 
   Schedule schedule;
-  schedule.warmup_trips = config.quick ? 2000 : 20000;
-  schedule.rounds = config.quick ? 6 : 20;
-  schedule.trips_per_block = config.quick ? 2000 : 10000;
+  schedule.warmup_trips = config.quick ? 300 : 20000;
+  schedule.rounds = config.quick ? 4 : 20;
+  schedule.trips_per_block = config.quick ? 500 : 10000;
   auto samples = run_interleaved_pingpong(schedule, daemon_trip, client_setup);
   if (!samples) return tl::unexpected(samples.error());
 

@@ -158,9 +158,13 @@ Status merge(DaemonConfig& config, const toml::table& root, std::string_view sou
     }
     const auto* table = table_node.as_table();
     if (table == nullptr) {
-      return make_error(Errc::kInvalidArgument,
-                        "'" + std::string(table_name) + "' must be a table, got " +
-                            std::string(type_phrase(table_node)) + where(source, &table_node));
+      // Built by appends: GCC 12 -O3 reports a false -Wrestrict for "'" + std::string(...).
+      std::string message = "'";
+      message += table_name;
+      message += "' must be a table, got ";
+      message += type_phrase(table_node);
+      message += where(source, &table_node);
+      return make_error(Errc::kInvalidArgument, std::move(message));
     }
     for (const auto& [key, node] : *table) {
       const FieldSpec* spec = detail::find_field(table_name, key.str());
