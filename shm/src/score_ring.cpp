@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include "ring_counters.hpp"
+
 namespace kvtier::shm {
 namespace {
 
@@ -87,8 +89,7 @@ BatchPushResult ScoreProducer::push_batch(std::span<const ScoreRecord> records) 
 
 std::uint64_t ScoreProducer::free_slots() noexcept {
   read_cache_ = header_->consumer.read.load(std::memory_order_acquire);
-  const std::uint64_t used = write_ - read_cache_;
-  return used >= capacity_ ? 0 : capacity_ - used;
+  return detail::free_slots(write_, read_cache_, capacity_);
 }
 
 ScoreConsumer::ScoreConsumer(std::span<std::byte> ring, std::uint32_t capacity) noexcept
@@ -101,15 +102,8 @@ ScoreConsumer::ScoreConsumer(std::span<std::byte> ring, std::uint32_t capacity) 
 
 Result<std::size_t> ScoreConsumer::pop(std::span<ScoreRecord> out) {
   const std::uint64_t write = header_->producer.write.load(std::memory_order_acquire);
-  if (write < last_write_) {
-    return make_error(Errc::kProtocol, "score ring write counter jumped backwards from " +
-                                           std::to_string(last_write_) + " to " +
-                                           std::to_string(write));
-  }
-  if (write - read_ > capacity_) {
-    return make_error(Errc::kProtocol, "score ring write counter " + std::to_string(write) +
-                                           " is beyond capacity: read " + std::to_string(read_) +
-                                           ", capacity " + std::to_string(capacity_));
+  if (auto ok = detail::check_write_counter("score", write, last_write_, read_, capacity_); !ok) {
+    return tl::unexpected(ok.error());
   }
   last_write_ = write;
   const auto count = static_cast<std::size_t>(std::min<std::uint64_t>(write - read_, out.size()));
