@@ -32,6 +32,14 @@ TEST(Service, VersionCommandNamesClientAndDaemonVersions) {
   EXPECT_THAT(result.out, HasSubstr("\"daemon\":{\"version\":\"0.1.0\",\"protocol_major\":1"));
 }
 
+TEST(Service, CtlFindsTheDaemonThroughKvtierSocket) {
+  DaemonUnderTest daemon(test_name());
+  const CommandResult result =
+      run_command({"/usr/bin/env", "KVTIER_SOCKET=" + daemon.socket().string(), KVTIER_TEST_KVTIERCTL, "version"});
+  EXPECT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_THAT(result.out, HasSubstr("daemon  protocol 1.0"));
+}
+
 TEST(Service, CtlReportsAnUnreachableDaemonWithExitCode3) {
   const CommandResult result = run_command({KVTIER_TEST_KVTIERCTL, "--socket", "/tmp/kvtier-no-such.sock", "status"});
   EXPECT_EQ(result.exit_code, 3);
