@@ -1,0 +1,104 @@
+"""kvtier: Python binding of libkvtier, the client library of the kvtier daemon.
+
+kvtier moves low-importance KV-cache tokens of a running LLM between the engine's own cache (T0),
+the daemon's host DDR pool (T1, exact) and nowhere (T3, evicted). An engine connects, registers
+its KV geometry, opens one sequence per request and, every decode step, executes the plans the
+daemon sends, stages each layer's T1 rows before that layer's attention and pushes per-token
+attention scores::
+
+    import kvtier
+    with kvtier.Client("/run/kvtier/kvtierd.sock", name="my-engine") as client:
+        client.register_model(num_layers=30, num_kv_heads=3, head_dim=64,
+                              dtype=kvtier.DType.F32, pool_tokens=4096)
+        seq = client.open_sequence(prompt_length=42, hbm_ratio=0.5, evict_ratio=0.0)
+        client.attach_cache(seq, k_base=[...], v_base=[...], ...)
+        ...
+
+:mod:`kvtier.hf` (needs torch and transformers) provides :class:`kvtier.hf.TieredCache`, a
+transformers ``Cache`` that does all of this inside ``model.generate``.
+
+Every failed call raises a :class:`KvtierError` subclass with ``.status``, ``.status_name`` and
+``.message``. See ``docs/python.md`` in the source tree.
+"""
+
+from __future__ import annotations
+
+from ._errors import (
+    BadStateError,
+    InternalError,
+    InvalidArgumentError,
+    KvtierError,
+    KvtierOSError,
+    KvtierTimeoutError,
+    LimitExceededError,
+    NotFoundError,
+    PermissionDeniedError,
+    ProtocolError,
+    UnavailableError,
+    VersionMismatchError,
+)
+from ._kvtier import (
+    NO_SLOT,
+    Backend,
+    Client,
+    ClientInfo,
+    Counters,
+    DaemonStatus,
+    DType,
+    EvictionMode,
+    Move,
+    Plan,
+    Role,
+    SequenceInfo,
+    StagedLayer,
+    StagingOrder,
+    Status,
+    Tier,
+    Versions,
+    default_socket_path,
+    status_string,
+)
+
+__version__ = "0.1.0"
+
+
+def connect(socket_path: str | None = None, name: str | None = None, role: Role = Role.ENGINE) -> Client:
+    """Connects to kvtierd (same as ``Client(socket_path, name, role)``)."""
+    return Client(socket_path, name, role)
+
+
+__all__ = [
+    "NO_SLOT",
+    "Backend",
+    "BadStateError",
+    "Client",
+    "ClientInfo",
+    "Counters",
+    "DType",
+    "DaemonStatus",
+    "EvictionMode",
+    "InternalError",
+    "InvalidArgumentError",
+    "KvtierError",
+    "KvtierOSError",
+    "KvtierTimeoutError",
+    "LimitExceededError",
+    "Move",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "Plan",
+    "ProtocolError",
+    "Role",
+    "SequenceInfo",
+    "StagedLayer",
+    "StagingOrder",
+    "Status",
+    "Tier",
+    "UnavailableError",
+    "Versions",
+    "VersionMismatchError",
+    "__version__",
+    "connect",
+    "default_socket_path",
+    "status_string",
+]

@@ -1,0 +1,432 @@
+"""
+Low-level binding of libkvtier's C ABI (kvtier.h). Import `kvtier` instead.
+"""
+
+from collections.abc import Sequence
+import enum
+from typing import Annotated
+
+import numpy
+from numpy.typing import NDArray
+
+
+class Status(enum.IntEnum):
+    """Status codes of the C ABI (kvtier_status)."""
+
+    OK = 0
+
+    INVALID_ARGUMENT = 1
+
+    VERSION_MISMATCH = 2
+
+    PROTOCOL = 3
+
+    LIMIT_EXCEEDED = 4
+
+    NOT_FOUND = 5
+
+    PERMISSION_DENIED = 6
+
+    UNAVAILABLE = 7
+
+    OS = 8
+
+    BAD_STATE = 9
+
+    INTERNAL = 10
+
+    TIMEOUT = 11
+
+class DType(enum.IntEnum):
+    """Element type of the KV cache."""
+
+    F16 = 0
+
+    BF16 = 1
+
+    F32 = 2
+
+class Role(enum.IntEnum):
+    ENGINE = 0
+
+    ADMIN = 1
+
+class Tier(enum.IntEnum):
+    """T0 engine cache, T1 DDR pool, T2 int8 pool, T3 evicted."""
+
+    T0 = 0
+
+    T1 = 1
+
+    T2 = 2
+
+    T3 = 3
+
+class EvictionMode(enum.IntEnum):
+    CUMULATIVE = 0
+    """evict_ratio = fraction of the managed chain ever destroyed"""
+
+    PAPER_ALGORITHM = 1
+    """evict_ratio re-applied every round (compounds)"""
+
+    PAPER_PROTOTYPE = 2
+    """ratios over GPU-resident tokens only"""
+
+class Backend(enum.IntEnum):
+    CPU = 0
+
+    CUDA = 1
+
+class StagingOrder(enum.IntEnum):
+    POSITION_ORDER = 0
+    """rows by ascending position: bit-exact merges"""
+
+    COMPACT = 1
+    """rows in pool order: exact within fp reordering"""
+
+class Versions:
+    """Both sides' protocol and layout versions (kvtier_versions)."""
+
+    @property
+    def client_protocol_major(self) -> int: ...
+
+    @property
+    def client_protocol_minor(self) -> int: ...
+
+    @property
+    def client_layout_version(self) -> int: ...
+
+    @property
+    def client_layout_fingerprint(self) -> int: ...
+
+    @property
+    def daemon_protocol_major(self) -> int: ...
+
+    @property
+    def daemon_protocol_minor(self) -> int: ...
+
+    @property
+    def daemon_layout_version(self) -> int: ...
+
+    @property
+    def daemon_layout_fingerprint(self) -> int: ...
+
+    @property
+    def daemon_epoch(self) -> int: ...
+
+    @property
+    def client_id(self) -> int: ...
+
+    @property
+    def daemon_version(self) -> str: ...
+
+class Counters:
+    """This client's data-plane counters."""
+
+    @property
+    def score_records_pushed(self) -> int: ...
+
+    @property
+    def score_records_dropped(self) -> int:
+        """
+        Score records dropped because the ring was full (push_scores never blocks).
+        """
+
+    @property
+    def plan_records_received(self) -> int: ...
+
+    @property
+    def plans_acked(self) -> int: ...
+
+class Move:
+    """One token changing tier (kvtier_plan_move)."""
+
+    @property
+    def position(self) -> int:
+        """Absolute token position; never changes with the tier."""
+
+    @property
+    def from_tier(self) -> Tier: ...
+
+    @property
+    def to_tier(self) -> Tier: ...
+
+    @property
+    def src_slot(self) -> int:
+        """Pool row read (T1 source), else NO_SLOT."""
+
+    @property
+    def dst_slot(self) -> int:
+        """Pool row written (T1 destination), else NO_SLOT."""
+
+    def __repr__(self) -> str: ...
+
+class Plan:
+    """
+    A differential tier plan for one sequence, copied out of the plan ring. Execute it with Client.execute_plan, then acknowledge it with Client.ack_plan.
+    """
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def sequence(self) -> int: ...
+
+    @property
+    def moves(self) -> list[Move]:
+        """The moves, in position order."""
+
+    def __len__(self) -> int: ...
+
+    @property
+    def positions(self) -> Annotated[NDArray[numpy.uint32], dict(shape=(None,))]:
+        """Positions of the moves (uint32 array)."""
+
+    @property
+    def from_tiers(self) -> Annotated[NDArray[numpy.uint8], dict(shape=(None,))]:
+        """Source tier of each move (uint8 array of Tier values)."""
+
+    @property
+    def to_tiers(self) -> Annotated[NDArray[numpy.uint8], dict(shape=(None,))]:
+        """Destination tier of each move (uint8 array of Tier values)."""
+
+    @property
+    def src_slots(self) -> Annotated[NDArray[numpy.uint32], dict(shape=(None,))]: ...
+
+    @property
+    def dst_slots(self) -> Annotated[NDArray[numpy.uint32], dict(shape=(None,))]: ...
+
+    def __repr__(self) -> str: ...
+
+class StagedLayer:
+    """
+    One layer's T1 rows staged into the caller's buffer: K at byte k_offset and V at v_offset, each [rows, num_kv_heads, head_dim] in the registered dtype.
+    """
+
+    @property
+    def layer(self) -> int: ...
+
+    @property
+    def rows(self) -> int: ...
+
+    @property
+    def positions(self) -> Annotated[NDArray[numpy.uint32], dict(shape=(None,))]:
+        """Absolute position of each row (uint32 array)."""
+
+    @property
+    def k_offset(self) -> int: ...
+
+    @property
+    def v_offset(self) -> int: ...
+
+class SequenceInfo:
+    """One sequence as the daemon sees it (admin status)."""
+
+    @property
+    def sequence_id(self) -> int: ...
+
+    @property
+    def prompt_length(self) -> int: ...
+
+    @property
+    def tokens(self) -> int: ...
+
+    @property
+    def tokens_t0(self) -> int: ...
+
+    @property
+    def tokens_t1(self) -> int: ...
+
+    @property
+    def tokens_t2(self) -> int: ...
+
+    @property
+    def tokens_t3(self) -> int: ...
+
+    @property
+    def destroyed_fraction(self) -> float:
+        """T3 / managed tokens: the eviction applied."""
+
+    @property
+    def hbm_ratio(self) -> float: ...
+
+    @property
+    def evict_ratio(self) -> float: ...
+
+    @property
+    def mode(self) -> EvictionMode: ...
+
+class ClientInfo:
+    """One connected client (admin status)."""
+
+    @property
+    def client_id(self) -> int: ...
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def uid(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def num_layers(self) -> int: ...
+
+    @property
+    def num_kv_heads(self) -> int: ...
+
+    @property
+    def head_dim(self) -> int: ...
+
+    @property
+    def dtype(self) -> DType: ...
+
+    @property
+    def pool_slots(self) -> int: ...
+
+    @property
+    def pool_slots_used(self) -> int: ...
+
+    @property
+    def score_records(self) -> int: ...
+
+    @property
+    def scores_dropped(self) -> int: ...
+
+    @property
+    def plans_sent(self) -> int: ...
+
+    @property
+    def plans_acked(self) -> int: ...
+
+    @property
+    def errors(self) -> int: ...
+
+    @property
+    def sequences(self) -> list[SequenceInfo]: ...
+
+class DaemonStatus:
+    """The daemon's status report (kvtier_daemon_status_get)."""
+
+    @property
+    def daemon_version(self) -> str: ...
+
+    @property
+    def daemon_epoch(self) -> int: ...
+
+    @property
+    def uptime_seconds(self) -> int: ...
+
+    @property
+    def ddr_bytes_total(self) -> int:
+        """0: no node-wide cap."""
+
+    @property
+    def ddr_bytes_used(self) -> int: ...
+
+    @property
+    def clients(self) -> list[ClientInfo]: ...
+
+class Client:
+    """
+    A connection to kvtierd (one libkvtier client handle).
+
+    Client(socket_path=None, name=None, role=Role.ENGINE) connects and performs the version
+    handshake; socket_path None means $KVTIER_SOCKET or /run/kvtier/kvtierd.sock. An engine then
+    calls register_model once, opens sequences, attaches its KV cache to each and runs the step
+    loop: poll_plan / execute_plan / ack_plan, stage_layer before each layer's attention,
+    push_scores, step_end. Failures raise kvtier.KvtierError subclasses carrying .status,
+    .status_name and .message. Use as a context manager or call close(); one thread at a time
+    (calls are serialised).
+    """
+
+    def __init__(self, socket_path: str | None = None, name: str | None = None, role: Role = Role.ENGINE) -> None: ...
+
+    def close(self) -> None:
+        """Disconnects; the daemon reclaims this client's sequences and pool."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def __enter__(self) -> Client: ...
+
+    def __exit__(self, exc_type: object | None, exc: object | None, tb: object | None) -> None: ...
+
+    def versions(self) -> Versions:
+        """Protocol and layout versions of both sides."""
+
+    @property
+    def last_error(self) -> str:
+        """Detail of the last failed call on this handle."""
+
+    def counters(self) -> Counters: ...
+
+    def status(self) -> DaemonStatus:
+        """
+        The daemon's status report. Needs a client connected with Role.ADMIN (and the daemon's admin group).
+        """
+
+    def register_model(self, num_layers: int, num_kv_heads: int, head_dim: int, dtype: DType, pool_tokens: int, model_name: str | None = None) -> None:
+        """
+        Registers the model's KV geometry; the daemon creates this client's DDR pool of pool_tokens rows. Engine role only, once per client.
+        """
+
+    def open_sequence(self, prompt_length: int, *, hbm_ratio: float | None = None, evict_ratio: float | None = None, sink_tokens: int | None = None, window_tokens: int | None = None, interval: int | None = None, hysteresis: float | None = None, decay: float | None = None, hbm_tokens: int | None = None, evict_tokens: int | None = None, mode: EvictionMode | None = None) -> int:
+        """
+        Opens a sequence whose first prompt_length positions are the (protected) prompt and returns its id. Tier parameters left None keep the paper's defaults (k_s 4, k_w 128, interval 64, beta 0.5, r 0); with none given the daemon's configured defaults apply. Out-of-range values raise InvalidArgumentError naming the field.
+        """
+
+    def close_sequence(self, sequence: int) -> None: ...
+
+    def push_scores(self, sequence: int, step: int, scores: Annotated[NDArray[numpy.float32], dict(shape=(None,), order='C', device='cpu', writable=False)], first_position: int = 0) -> None:
+        """
+        Publishes one step's per-token scores for positions [first_position, first_position + len(scores)): a 1-D float32 array (NumPy or any DLPack tensor on the CPU, read in place). Never blocks: when the score ring is full the records are dropped and counted (counters().score_records_dropped).
+        """
+
+    def step_end(self, sequence: int, step: int) -> None:
+        """
+        Marks the end of decode step `step` (increasing) after its scores were pushed; the daemon decides tiers every `interval` ended steps.
+        """
+
+    def poll_plan(self, timeout_ms: int = 0) -> Plan | None:
+        """
+        The next complete plan, waiting up to timeout_ms (0: poll, < 0: forever); None when none arrived.
+        """
+
+    def ack_plan(self, epoch: int, applied: bool = True) -> None:
+        """
+        Acknowledges a polled plan: applied=True after execute_plan succeeded (the daemon frees the source slots), False when it was not applied (the daemon rolls back). Epochs are acknowledged in order.
+        """
+
+    def attach_cache(self, sequence: int, *, k_base: Sequence[int], v_base: Sequence[int], num_kv_heads: int, head_dim: int, dtype: DType, num_slots: int, block_size: int, token_stride: int, head_stride: int, block_stride: int = 0, backend: Backend = Backend.CPU) -> None:
+        """
+        Binds a sequence to the engine's KV cache (kvtier_kv_layout). k_base/v_base: one address per layer (e.g. tensor.data_ptr()); strides in bytes. Slot s of layer l, head h starts at k_base[l] + (s // block_size) * block_stride + (s % block_size) * token_stride + h * head_stride, so HF [heads, slots, dim] tensors use block_size = num_slots. The memory must outlive the sequence.
+        """
+
+    def execute_plan(self, plan: Plan, hbm_slots: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> None:
+        """
+        Executes a plan's copies. hbm_slots[i] (uint32) is the engine cache slot of move i where it touches T0: the slot the token occupies for moves out of T0, the slot reserved for it for moves into T0; NO_SLOT elsewhere. On success ack_plan(epoch, True); on failure nothing changed: ack_plan(epoch, False).
+        """
+
+    def t1_rows(self, sequence: int) -> tuple[int, int]:
+        """(rows, bytes) a stage_layer of this sequence needs now."""
+
+    def stage_layer(self, sequence: int, layer: int, buffer: Annotated[NDArray, dict(order='C', device='cpu')], order: StagingOrder = StagingOrder.POSITION_ORDER) -> StagedLayer:
+        """
+        Copies layer `layer`'s T1 rows of the sequence from the pool into `buffer` (a writable, C-contiguous CPU array of any dtype with at least t1_rows(sequence)[1] bytes) and says where K and V landed.
+        """
+
+def status_string(status: Status) -> str:
+    """The library's name of a status ("ok", "invalid_argument", ...)."""
+
+def default_socket_path() -> str:
+    """
+    The socket used when none is given: $KVTIER_SOCKET, else /run/kvtier/kvtierd.sock.
+    """
+
+NO_SLOT: int = 4294967295

@@ -1,0 +1,239 @@
+#include "py_client.hpp"
+
+#include <cstring>
+#include <memory>
+
+namespace kvtier::python {
+namespace {
+
+struct StatusFree {
+  void operator()(kvtier_daemon_status* s) const noexcept { kvtier_daemon_status_free(s); }
+};
+
+}  // namespace
+
+PyClient::PyClient(const std::optional<std::string>& socket_path, const std::optional<std::string>& name,
+                   kvtier_role role) {
+  kvtier_connect_options options;
+  kvtier_connect_options_init(&options);
+  options.socket_path = socket_path ? socket_path->c_str() : nullptr;
+  options.client_name = name ? name->c_str() : nullptr;
+  options.role = role;
+  kvtier_client* raw = nullptr;
+  const kvtier_status status = kvtier_client_connect(&options, &raw);
+  if (status == KVTIER_OK) {
+    handle_ = raw;
+    return;
+  }
+  // raw may be NULL (then the thread's detail is read); on a version mismatch it is set and the
+  // detail names both sides' versions.
+  const std::string message = kvtier_client_last_error(raw);
+  kvtier_client_free(raw);
+  throw StatusError(status, message);
+}
+
+PyClient::~PyClient() { close(); }
+
+void PyClient::close() {
+  std::lock_guard lock(mu_);
+  kvtier_client_free(handle_);
+  handle_ = nullptr;
+}
+
+bool PyClient::closed() const {
+  std::lock_guard lock(mu_);
+  return handle_ == nullptr;
+}
+
+kvtier_client* PyClient::handle_locked(const char* what) {
+  if (handle_ == nullptr) throw StatusError(KVTIER_E_BAD_STATE, std::string(what) + " on a closed client");
+  return handle_;
+}
+
+void PyClient::fail(kvtier_status status) { throw StatusError(status, kvtier_client_last_error(handle_)); }
+
+kvtier_versions PyClient::versions() {
+  std::lock_guard lock(mu_);
+  kvtier_versions out{};
+  out.struct_size = sizeof(out);
+  if (const auto st = kvtier_client_versions(handle_locked("versions"), &out); st != KVTIER_OK) fail(st);
+  return out;
+}
+
+void PyClient::register_model(std::uint32_t num_layers, std::uint32_t num_kv_heads, std::uint32_t head_dim,
+                              kvtier_dtype dtype, std::uint32_t pool_tokens,
+                              const std::optional<std::string>& model_name) {
+  std::lock_guard lock(mu_);
+  kvtier_model_geometry geometry;
+  kvtier_model_geometry_init(&geometry);
+  geometry.num_layers = num_layers;
+  geometry.num_kv_heads = num_kv_heads;
+  geometry.head_dim = head_dim;
+  geometry.dtype = dtype;
+  geometry.pool_tokens = pool_tokens;
+  geometry.model_name = model_name ? model_name->c_str() : nullptr;
+  if (const auto st = kvtier_model_register(handle_locked("register_model"), &geometry); st != KVTIER_OK) fail(st);
+}
+
+std::uint32_t PyClient::open_sequence(std::uint32_t prompt_length, const SequenceParams& p) {
+  std::lock_guard lock(mu_);
+  kvtier_sequence_options o;
+  kvtier_sequence_options_init(&o);
+  o.prompt_length = prompt_length;
+  const bool any = p.sink_tokens || p.window_tokens || p.interval || p.hbm_tokens || p.evict_tokens || p.hbm_ratio ||
+                   p.evict_ratio || p.hysteresis || p.decay || p.mode;
+  o.use_defaults = any ? 0 : 1;
+  o.sink_tokens = p.sink_tokens.value_or(o.sink_tokens);
+  o.window_tokens = p.window_tokens.value_or(o.window_tokens);
+  o.interval = p.interval.value_or(o.interval);
+  o.hbm_tokens = p.hbm_tokens.value_or(o.hbm_tokens);
+  o.evict_tokens = p.evict_tokens.value_or(o.evict_tokens);
+  o.hbm_ratio = p.hbm_ratio.value_or(o.hbm_ratio);
+  o.evict_ratio = p.evict_ratio.value_or(o.evict_ratio);
+  o.hysteresis = p.hysteresis.value_or(o.hysteresis);
+  o.decay = p.decay.value_or(o.decay);
+  o.mode = p.mode.value_or(o.mode);
+  std::uint32_t sequence = 0;
+  if (const auto st = kvtier_sequence_open_with(handle_locked("open_sequence"), &o, &sequence); st != KVTIER_OK) {
+    fail(st);
+  }
+  return sequence;
+}
+
+void PyClient::close_sequence(std::uint32_t sequence) {
+  std::lock_guard lock(mu_);
+  if (const auto st = kvtier_sequence_close(handle_locked("close_sequence"), sequence); st != KVTIER_OK) fail(st);
+}
+
+void PyClient::push_scores(std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
+                           std::span<const float> values) {
+  std::lock_guard lock(mu_);
+  const auto st = kvtier_scores_push(handle_locked("push_scores"), sequence, step, first_position, values.data(),
+                                     values.size());
+  if (st != KVTIER_OK) fail(st);
+}
+
+void PyClient::step_end(std::uint32_t sequence, std::uint32_t step) {
+  std::lock_guard lock(mu_);
+  if (const auto st = kvtier_sequence_step_end(handle_locked("step_end"), sequence, step); st != KVTIER_OK) fail(st);
+}
+
+std::optional<Plan> PyClient::poll_plan(int timeout_ms) {
+  std::lock_guard lock(mu_);
+  kvtier_plan plan{};
+  const auto st = kvtier_plan_poll(handle_locked("poll_plan"), timeout_ms, &plan);
+  if (st == KVTIER_E_TIMEOUT) return std::nullopt;
+  if (st != KVTIER_OK) fail(st);
+  Plan out{plan.epoch, plan.sequence, {}};
+  out.moves.assign(plan.moves, plan.moves + plan.move_count);
+  return out;
+}
+
+void PyClient::ack_plan(std::uint64_t epoch, bool applied) {
+  std::lock_guard lock(mu_);
+  if (const auto st = kvtier_plan_ack(handle_locked("ack_plan"), epoch, applied ? 1 : 0); st != KVTIER_OK) fail(st);
+}
+
+void PyClient::attach_cache(std::uint32_t sequence, const KvLayout& l) {
+  std::lock_guard lock(mu_);
+  kvtier_kv_layout layout;
+  kvtier_kv_layout_init(&layout);
+  if (l.k_base.size() != l.v_base.size()) {
+    throw StatusError(KVTIER_E_INVALID_ARGUMENT, "k_base and v_base need one pointer per layer each");
+  }
+  layout.num_layers = static_cast<std::uint32_t>(l.k_base.size());
+  layout.num_kv_heads = l.num_kv_heads;
+  layout.head_dim = l.head_dim;
+  layout.dtype = l.dtype;
+  layout.num_slots = l.num_slots;
+  layout.block_size = l.block_size;
+  layout.token_stride = l.token_stride;
+  layout.head_stride = l.head_stride;
+  layout.block_stride = l.block_stride;
+  layout.k_base = l.k_base.data();
+  layout.v_base = l.v_base.data();
+  layout.backend = l.backend;
+  if (const auto st = kvtier_sequence_attach_cache(handle_locked("attach_cache"), sequence, &layout); st != KVTIER_OK) {
+    fail(st);
+  }
+}
+
+void PyClient::execute_plan(const Plan& plan, std::span<const std::uint32_t> hbm_slots) {
+  std::lock_guard lock(mu_);
+  kvtier_client* handle = handle_locked("execute_plan");
+  if (hbm_slots.size() != plan.moves.size()) {
+    throw StatusError(KVTIER_E_INVALID_ARGUMENT, "hbm_slots has " + std::to_string(hbm_slots.size()) +
+                                                     " entries, the plan " + std::to_string(plan.moves.size()) +
+                                                     " moves");
+  }
+  const kvtier_plan c_plan{plan.epoch, plan.sequence, plan.moves.size(), plan.moves.data()};
+  if (const auto st = kvtier_plan_execute(handle, &c_plan, hbm_slots.data()); st != KVTIER_OK) fail(st);
+}
+
+std::pair<std::size_t, std::size_t> PyClient::t1_rows(std::uint32_t sequence) {
+  std::lock_guard lock(mu_);
+  std::size_t rows = 0, bytes = 0;
+  if (const auto st = kvtier_sequence_t1_rows(handle_locked("t1_rows"), sequence, &rows, &bytes); st != KVTIER_OK) {
+    fail(st);
+  }
+  return {rows, bytes};
+}
+
+StagedLayer PyClient::stage_layer(std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order,
+                                  void* buffer, std::size_t capacity) {
+  std::lock_guard lock(mu_);
+  kvtier_staged_layer staged{};
+  const auto st = kvtier_stage_layer(handle_locked("stage_layer"), sequence, layer, order, buffer, capacity, &staged);
+  if (st != KVTIER_OK) fail(st);
+  StagedLayer out;
+  out.layer = staged.layer;
+  out.rows = staged.rows;
+  out.positions.assign(staged.positions, staged.positions + staged.rows);
+  const auto base = reinterpret_cast<std::uintptr_t>(buffer);
+  out.k_offset = staged.rows == 0 ? 0 : reinterpret_cast<std::uintptr_t>(staged.k) - base;
+  out.v_offset = staged.rows == 0 ? 0 : reinterpret_cast<std::uintptr_t>(staged.v) - base;
+  return out;
+}
+
+kvtier_client_counters PyClient::counters() {
+  std::lock_guard lock(mu_);
+  kvtier_client_counters out{};
+  out.struct_size = sizeof(out);
+  if (const auto st = kvtier_client_counters_get(handle_locked("counters"), &out); st != KVTIER_OK) fail(st);
+  return out;
+}
+
+DaemonStatus PyClient::daemon_status() {
+  std::lock_guard lock(mu_);
+  kvtier_daemon_status* raw = nullptr;
+  if (const auto st = kvtier_daemon_status_get(handle_locked("status"), &raw); st != KVTIER_OK) fail(st);
+  const std::unique_ptr<kvtier_daemon_status, StatusFree> status(raw);
+  DaemonStatus out;
+  out.daemon_version = status->daemon_version;
+  out.daemon_epoch = status->daemon_epoch;
+  out.uptime_seconds = status->uptime_seconds;
+  out.ddr_bytes_total = status->ddr_bytes_total;
+  out.ddr_bytes_used = status->ddr_bytes_used;
+  for (std::size_t i = 0; i < status->client_count; ++i) {
+    const kvtier_client_info& c = status->clients[i];
+    ClientInfo info{c.client_id,     c.pid,        c.uid,          c.name,        c.model_name,
+                    c.num_layers,    c.num_kv_heads, c.head_dim,   c.dtype,       c.pool_slots,
+                    c.pool_slots_used, c.score_records, c.scores_dropped, c.plans_sent, c.plans_acked,
+                    c.errors,        {}};
+    for (std::size_t j = 0; j < c.sequence_count; ++j) {
+      const kvtier_sequence_info& s = c.sequences[j];
+      info.sequences.push_back(SequenceInfo{s.sequence_id, s.prompt_length, s.tokens, s.tokens_t0, s.tokens_t1,
+                                            s.tokens_t2, s.tokens_t3, s.destroyed_fraction, s.hbm_ratio,
+                                            s.evict_ratio, s.mode});
+    }
+    out.clients.push_back(std::move(info));
+  }
+  return out;
+}
+
+std::string PyClient::last_error() {
+  std::lock_guard lock(mu_);
+  return kvtier_client_last_error(handle_);
+}
+
+}  // namespace kvtier::python

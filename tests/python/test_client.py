@@ -1,0 +1,216 @@
+"""The kvtier binding against a real kvtierd: handshake, errors, and the whole tiering loop driven
+from NumPy arrays (a numpy "engine" whose cache is [heads, slots, dim] per layer)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import kvtier
+
+LAYERS, HEADS, DIM, SLOTS = 2, 2, 4, 64
+
+
+def test_connect_reports_matching_versions(daemon):
+    with daemon.connect() as client:
+        v = client.versions()
+        assert (v.client_protocol_major, v.client_layout_version) == (v.daemon_protocol_major, v.daemon_layout_version)
+        assert v.client_id > 0
+        assert v.daemon_version
+
+
+def test_unreachable_daemon_raises_unavailable_with_status_and_message(tmp_path):
+    with pytest.raises(kvtier.UnavailableError) as info:
+        kvtier.Client(str(tmp_path / "none.sock"), "lost")
+    assert info.value.status == kvtier.Status.UNAVAILABLE
+    assert info.value.status_name == "unavailable"
+    assert "none.sock" in info.value.message
+    assert str(info.value).startswith("unavailable: ")
+
+
+def test_invalid_geometry_raises_invalid_argument(daemon):
+    with daemon.connect() as client:
+        with pytest.raises(kvtier.InvalidArgumentError) as info:
+            client.register_model(0, HEADS, DIM, kvtier.DType.F32, 128)
+        assert info.value.status == kvtier.Status.INVALID_ARGUMENT
+        assert isinstance(info.value, ValueError)
+
+
+def test_out_of_range_tier_parameter_is_named(daemon):
+    with daemon.connect() as client:
+        client.register_model(LAYERS, HEADS, DIM, kvtier.DType.F32, 128)
+        with pytest.raises(kvtier.InvalidArgumentError, match="hbm_ratio"):
+            client.open_sequence(8, hbm_ratio=1.5)
+
+
+def test_closed_client_raises_bad_state(daemon):
+    client = daemon.connect()
+    client.close()
+    assert client.closed
+    with pytest.raises(kvtier.BadStateError, match="closed"):
+        client.counters()
+
+
+def test_push_scores_reads_float32_arrays_and_counts_records(daemon):
+    with daemon.connect() as client:
+        client.register_model(LAYERS, HEADS, DIM, kvtier.DType.F32, 128)
+        seq = client.open_sequence(8)
+        client.push_scores(seq, 0, np.ones(8, dtype=np.float32))
+        client.push_scores(seq, 0, np.ones(9, dtype=np.float64))  # converted to float32
+        client.step_end(seq, 0)
+        assert client.counters().score_records_pushed >= 3
+        with pytest.raises(TypeError):
+            client.push_scores(seq, 1, np.ones((2, 2), dtype=np.float32))  # not 1-D
+
+
+class NumpyEngine:
+    """T0 of one sequence in NumPy arrays, slot == position until tokens move."""
+
+    def __init__(self, client: kvtier.Client, seq: int) -> None:
+        self.client, self.seq = client, seq
+        self.k = [np.zeros((HEADS, SLOTS, DIM), np.float32) for _ in range(LAYERS)]
+        self.v = [np.zeros((HEADS, SLOTS, DIM), np.float32) for _ in range(LAYERS)]
+        self.slot_of: dict[int, int] = {}
+        client.attach_cache(
+            seq, k_base=[a.ctypes.data for a in self.k], v_base=[a.ctypes.data for a in self.v],
+            num_kv_heads=HEADS, head_dim=DIM, dtype=kvtier.DType.F32, num_slots=SLOTS, block_size=SLOTS,
+            token_stride=DIM * 4, head_stride=SLOTS * DIM * 4)
+
+    @staticmethod
+    def row(layer: int, head: int, position: int, kind: float) -> np.ndarray:
+        return np.arange(DIM, dtype=np.float32) + 1000 * layer + 100 * head + position + kind
+
+    def write(self, position: int) -> None:
+        slot = position
+        self.slot_of[position] = slot
+        for layer in range(LAYERS):
+            for head in range(HEADS):
+                self.k[layer][head, slot] = self.row(layer, head, position, 0.25)
+                self.v[layer][head, slot] = self.row(layer, head, position, 0.5)
+
+    def apply(self, plan: kvtier.Plan) -> None:
+        hbm = np.full(len(plan), kvtier.NO_SLOT, dtype=np.uint32)
+        for i, move in enumerate(plan.moves):
+            if move.from_tier == kvtier.Tier.T0:
+                hbm[i] = self.slot_of[move.position]
+            elif move.to_tier == kvtier.Tier.T0:
+                hbm[i] = move.position
+        self.client.execute_plan(plan, hbm)
+        for move in plan.moves:
+            if move.from_tier == kvtier.Tier.T0:
+                del self.slot_of[move.position]
+            if move.to_tier == kvtier.Tier.T0:
+                self.slot_of[move.position] = move.position
+
+
+def run_steps(client: kvtier.Client, engine: NumpyEngine, prompt: int, steps: int) -> kvtier.Plan:
+    """Prompt + `steps` decode steps; odd positions get tiny scores, so they are demoted first.
+    Returns the first plan the daemon sends."""
+    weights = np.where(np.arange(SLOTS) % 2 == 1, 0.001, 1.0).astype(np.float32)
+    for position in range(prompt):
+        engine.write(position)
+    client.push_scores(engine.seq, 0, weights[:prompt])
+    for step in range(steps):
+        position = prompt + step
+        engine.write(position)
+        client.push_scores(engine.seq, step, weights[: position + 1])
+        client.step_end(engine.seq, step)
+    plan = client.poll_plan(timeout_ms=5000)
+    assert plan is not None, "the daemon sent no plan"
+    return plan
+
+
+def eventually(condition, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def sequence_info(admin: kvtier.Client, client: kvtier.Client, seq: int) -> kvtier.SequenceInfo:
+    info = next(c for c in admin.status().clients if c.client_id == client.versions().client_id)
+    return next(s for s in info.sequences if s.sequence_id == seq)
+
+
+def open_tiered(client: kvtier.Client, prompt: int) -> int:
+    client.register_model(LAYERS, HEADS, DIM, kvtier.DType.F32, SLOTS)
+    return client.open_sequence(prompt, hbm_ratio=0.0, evict_ratio=0.0, sink_tokens=1, window_tokens=4, interval=8)
+
+
+def test_plan_moves_rows_to_the_pool_and_stage_layer_returns_them_exactly(daemon):
+    with daemon.connect() as client, daemon.connect("admin", kvtier.Role.ADMIN) as admin:
+        prompt = 4
+        seq = open_tiered(client, prompt)
+        engine = NumpyEngine(client, seq)
+        plan = run_steps(client, engine, prompt, 8)
+        assert plan.sequence == seq and len(plan) > 0
+        # β = 0: every managed token (after the protected prompt and 1 sink, before the newest 4)
+        # goes to T1.
+        assert set(plan.positions.tolist()) == set(range(prompt + 1, prompt + 8 - 4))
+        assert (plan.from_tiers == kvtier.Tier.T0).all() and (plan.to_tiers == kvtier.Tier.T1).all()
+        engine.apply(plan)
+        client.ack_plan(plan.epoch, applied=True)
+
+        rows, nbytes = client.t1_rows(seq)
+        assert rows == len(plan) and nbytes == rows * 2 * HEADS * DIM * 4  # one layer's K and V
+        buffer = np.zeros(nbytes // 4, dtype=np.float32)
+        for layer in range(LAYERS):
+            staged = client.stage_layer(seq, layer, buffer)
+            assert staged.rows == rows
+            assert staged.positions.tolist() == sorted(plan.positions.tolist())
+            k = buffer[staged.k_offset // 4: staged.k_offset // 4 + rows * HEADS * DIM].reshape(rows, HEADS, DIM)
+            v = buffer[staged.v_offset // 4: staged.v_offset // 4 + rows * HEADS * DIM].reshape(rows, HEADS, DIM)
+            for r, position in enumerate(staged.positions.tolist()):
+                for head in range(HEADS):
+                    np.testing.assert_array_equal(k[r, head], NumpyEngine.row(layer, head, position, 0.25))
+                    np.testing.assert_array_equal(v[r, head], NumpyEngine.row(layer, head, position, 0.5))
+
+        # The daemon commits the plan when it reads the acknowledgement (asynchronously).
+        assert eventually(lambda: sequence_info(admin, client, seq).tokens_t1 == rows)
+        assert sequence_info(admin, client, seq).tokens_t3 == 0
+        client.close_sequence(seq)
+
+
+def test_plan_acknowledged_as_not_applied_keeps_the_placement(daemon):
+    with daemon.connect() as client, daemon.connect("admin", kvtier.Role.ADMIN) as admin:
+        seq = open_tiered(client, 4)
+        engine = NumpyEngine(client, seq)
+        plan = run_steps(client, engine, 4, 8)
+        client.ack_plan(plan.epoch, applied=False)
+        assert client.t1_rows(seq) == (0, 0)
+        # The rollback leaves the committed placement: the next decision proposes the same moves.
+        for step in range(8, 16):
+            engine.write(4 + step)
+            client.push_scores(seq, step, np.ones(4 + step + 1, dtype=np.float32))
+            client.step_end(seq, step)
+        again = client.poll_plan(timeout_ms=5000)
+        assert again is not None and again.epoch > plan.epoch
+        assert (again.from_tiers == kvtier.Tier.T0).all()
+        assert set(plan.positions.tolist()) <= set(again.positions.tolist())
+        assert sequence_info(admin, client, seq).tokens_t1 == 0
+        client.ack_plan(again.epoch, applied=False)
+
+
+def test_execute_plan_checks_the_slot_count(daemon):
+    with daemon.connect() as client:
+        seq = open_tiered(client, 4)
+        engine = NumpyEngine(client, seq)
+        plan = run_steps(client, engine, 4, 8)
+        with pytest.raises(kvtier.InvalidArgumentError, match="hbm_slots"):
+            client.execute_plan(plan, np.zeros(len(plan) + 1, dtype=np.uint32))
+        client.ack_plan(plan.epoch, applied=False)
+
+
+def test_stage_layer_refuses_a_too_small_buffer(daemon):
+    with daemon.connect() as client:
+        seq = open_tiered(client, 4)
+        engine = NumpyEngine(client, seq)
+        plan = run_steps(client, engine, 4, 8)
+        engine.apply(plan)
+        client.ack_plan(plan.epoch)
+        with pytest.raises(kvtier.KvtierError):
+            client.stage_layer(seq, 0, np.zeros(1, dtype=np.float32))
