@@ -4,7 +4,6 @@
 
 #include <cstring>
 
-#include <asio/read.hpp>
 #include <asio/write.hpp>
 #include <spdlog/spdlog.h>
 
