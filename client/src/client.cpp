@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kvtier/protocol/defaults.hpp"
 #include "kvtier/protocol/version.hpp"
 #include "kvtier/shm/layout.hpp"
 
@@ -16,9 +17,6 @@ Error error_from_reply(wire::ErrorReply::Reader reply) {
   const Errc errc = code <= static_cast<std::uint32_t>(Errc::kInternal) ? static_cast<Errc>(code) : Errc::kInternal;
   return Error{errc, std::string("kvtierd: ") + reply.getMessage().cStr()};
 }
-
-// The daemon's digest width when OpenSequence leaves keyDigestDim at 0.
-constexpr std::uint32_t kDefaultKeyDigestDim = 16;
 
 void copy_text(char* dst, std::size_t size, capnp::Text::Reader text) {
   const std::size_t n = std::min(size - 1, static_cast<std::size_t>(text.size()));
@@ -180,7 +178,7 @@ Result<std::uint32_t> Client::open_sequence(const kvtier_sequence_options& o) {
     auto root = reply->root<wire::DaemonMessage>();
     if (root.which() != wire::DaemonMessage::SEQUENCE_OPENED) return make_error(Errc::kProtocol, "expected SequenceOpened");
     const std::uint32_t id = root.getSequenceOpened().getSequenceId();
-    digest_dims_[id] = o.key_digest_dim == 0 ? kDefaultKeyDigestDim : o.key_digest_dim;
+    digest_dims_[id] = o.key_digest_dim == 0 ? protocol::kDefaultKeyDigestDim : o.key_digest_dim;
     return id;
   });
 }
@@ -248,12 +246,11 @@ Status Client::push_records(shm::ScoreKind kind, std::uint32_t sequence, std::ui
 Result<std::optional<kvtier_plan>> Client::poll_plan(std::chrono::milliseconds timeout) {
   if (auto ok = require_engine("poll_plan"); !ok) return tl::unexpected(ok.error());
   plan_moves_.clear();
-  plan_records_.resize(1);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::uint64_t epoch = 0;
   std::uint32_t sequence = 0;
   for (;;) {
-    auto popped = rings_->plans.pop(std::span(plan_records_.data(), 1));
+    auto popped = rings_->plans.pop(std::span(&plan_record_, 1));
     if (!popped) return tl::unexpected(popped.error());
     if (*popped == 0) {
       const auto left = deadline - std::chrono::steady_clock::now();
@@ -262,7 +259,7 @@ Result<std::optional<kvtier_plan>> Client::poll_plan(std::chrono::milliseconds t
       rings_->plans.wait(std::max<std::chrono::nanoseconds>(left, std::chrono::milliseconds(epoch ? 100 : 0)));
       continue;
     }
-    const shm::PlanRecord& record = plan_records_[0];
+    const shm::PlanRecord& record = plan_record_;
     if (epoch != 0 && (record.epoch != epoch || record.sequence != sequence)) {
       return make_error(Errc::kProtocol, "plan record of epoch " + std::to_string(record.epoch) +
                                              " interleaved with epoch " + std::to_string(epoch));

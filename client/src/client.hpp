@@ -81,7 +81,7 @@ class Client {
   std::optional<shm::PoolView> pool_view_;
   std::map<std::uint32_t, std::unique_ptr<SequenceCache>> caches_;
   std::map<std::uint32_t, std::uint32_t> digest_dims_;  // sequence -> key digest floats (r_kv)
-  std::vector<shm::PlanRecord> plan_records_;
+  shm::PlanRecord plan_record_{};  // the record poll_plan is reading (1 KiB: not on the stack)
   std::vector<shm::ScoreRecord> batch_;
   std::vector<kvtier_plan_move> plan_moves_;
   std::uint64_t last_acked_ = 0;

@@ -76,35 +76,34 @@ Status SequenceCache::execute(const kvtier_plan& plan, std::span<const std::uint
     if (m.from_tier == kT1) t1_.erase(m.position);
     if (m.to_tier == kT1) t1_[m.position] = m.dst_slot;
   }
+  lists_order_.reset();
   return {};
+}
+
+void SequenceCache::build_lists(kvtier_staging_order order) {
+  if (lists_order_ == order) return;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> rows(t1_.begin(), t1_.end());  // (position, slot)
+  if (order == KVTIER_STAGE_COMPACT) {
+    // Pool order: the cheapest to read, no longer sorted by position.
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  }
+  list_positions_.clear();
+  list_slots_.clear();
+  for (const auto& [position, slot] : rows) {
+    list_positions_.push_back(position);
+    list_slots_.push_back(slot);
+  }
+  lists_order_ = order;
 }
 
 Result<kvtier_staged_layer> SequenceCache::stage(std::uint32_t layer, kvtier_staging_order order, void* buffer,
                                                  std::size_t capacity) {
-  slots_scratch_.clear();
-  positions_scratch_.clear();
-  for (const auto& [position, slot] : t1_) {
-    positions_scratch_.push_back(position);
-    slots_scratch_.push_back(slot);
-  }
-  auto kernel_order = kernels::StagingOrder::kPositionOrder;
-  if (order == KVTIER_STAGE_COMPACT) {
-    // Pool order: the cheapest to read, no longer sorted by position.
-    std::vector<std::size_t> idx(slots_scratch_.size());
-    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return slots_scratch_[a] < slots_scratch_[b]; });
-    std::vector<std::uint32_t> slots(idx.size()), positions(idx.size());
-    for (std::size_t i = 0; i < idx.size(); ++i) {
-      slots[i] = slots_scratch_[idx[i]];
-      positions[i] = positions_scratch_[idx[i]];
-    }
-    slots_scratch_ = std::move(slots);
-    positions_scratch_ = std::move(positions);
-    kernel_order = kernels::StagingOrder::kCompact;
-  }
+  build_lists(order);
+  const auto kernel_order =
+      order == KVTIER_STAGE_COMPACT ? kernels::StagingOrder::kCompact : kernels::StagingOrder::kPositionOrder;
   staging_.data = reinterpret_cast<std::uintptr_t>(buffer);
   staging_.capacity_bytes = capacity;
-  if (auto ok = executor_->prefetch(layer, slots_scratch_, positions_scratch_, kernel_order, staging_); !ok) {
+  if (auto ok = executor_->prefetch(layer, list_slots_, list_positions_, kernel_order, staging_); !ok) {
     return tl::unexpected(ok.error());
   }
   if (auto ok = executor_->wait(layer); !ok) return tl::unexpected(ok.error());

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -33,9 +34,15 @@ class SequenceCache {
 
   std::unique_ptr<kernels::CopyExecutor> executor_;
   std::size_t row_bytes_;
+  // (Re)builds the staging lists for `order` from t1_; a no-op while they are current.
+  void build_lists(kvtier_staging_order order);
+
   std::map<std::uint32_t, std::uint32_t> t1_;  // position -> pool slot, ascending positions
   kernels::StagingBuffer staging_;
-  std::vector<std::uint32_t> slots_scratch_, positions_scratch_;
+  // What every layer of a step stages: the T1 rows as pool slots and their positions, in the
+  // order of lists_order_. Built once per residency change (execute), not once per layer.
+  std::vector<std::uint32_t> list_slots_, list_positions_;
+  std::optional<kvtier_staging_order> lists_order_;
 };
 
 }  // namespace kvtier::client

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include <asio/post.hpp>
@@ -78,8 +79,7 @@ void Server::on_accept(asio::local::stream_protocol::socket socket) {
 }
 
 Result<EngineAttachment> Server::attach_engine(Session& session) {
-  std::size_t engines = 0;
-  for (const auto& [id, record] : clients_) engines += (record.engine && !record.closed) ? 1 : 0;
+  const std::size_t engines = engine_count();
   if (engines >= config_.limits.max_clients) {
     return make_error(Errc::kLimitExceeded, "daemon serves " + std::to_string(engines) +
                                                 " clients, limit limits.max_clients=" +
@@ -187,10 +187,14 @@ void Server::reclaim(std::uint32_t client_id) {
   });
 }
 
+std::size_t Server::engine_count() const {
+  return static_cast<std::size_t>(std::count_if(clients_.begin(), clients_.end(), [](const auto& entry) {
+    return entry.second.engine && !entry.second.closed;
+  }));
+}
+
 void Server::report_status() {
-  std::size_t engines = 0;
-  for (const auto& [id, record] : clients_) engines += record.engine && !record.closed ? 1 : 0;
-  supervisor_.status("serving " + std::to_string(engines) + " engine client(s), " +
+  supervisor_.status("serving " + std::to_string(engine_count()) + " engine client(s), " +
                      std::to_string(pool_bytes_used_) + " pool bytes");
 }
 

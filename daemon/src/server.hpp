@@ -87,6 +87,8 @@ class Server {
   void on_accept(asio::local::stream_protocol::socket socket);
   void reclaim(std::uint32_t client_id);
   void report_status();
+  // Engine clients whose session is still open.
+  std::size_t engine_count() const;
   Result<std::string> segment_name(std::uint32_t client_id, shm::SegmentKind kind) const;
 
   asio::io_context& io_;

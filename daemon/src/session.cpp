@@ -7,6 +7,7 @@
 #include <asio/write.hpp>
 #include <spdlog/spdlog.h>
 
+#include "kvtier/protocol/defaults.hpp"
 #include "kvtier/protocol/version.hpp"
 #include "kvtier/shm/layout.hpp"
 #include "server.hpp"
@@ -23,9 +24,6 @@ bool is_request_error(Errc code) {
 }
 
 constexpr std::size_t kReadChunk = 16 * 1024;
-// r_kv key digests: floats per token a client sends (OpenSequence.tiering.keyDigestDim).
-constexpr std::uint32_t kDefaultKeyDigestDim = 16;
-constexpr std::uint32_t kMaxKeyDigestDim = 256;
 
 }  // namespace
 
@@ -193,13 +191,13 @@ Status Session::on_open(wire::OpenSequence::Reader request) {
                                       (std::uint64_t{client_id_} << 32) | id);
   if (!params) return tl::unexpected(params.error());
   const std::uint32_t digest_dim = request.getTiering().getKeyDigestDim();
-  if (digest_dim > kMaxKeyDigestDim) {
+  if (digest_dim > protocol::kMaxKeyDigestDim) {
     return make_error(Errc::kInvalidArgument, "keyDigestDim " + std::to_string(digest_dim) + " exceeds " +
-                                                  std::to_string(kMaxKeyDigestDim));
+                                                  std::to_string(protocol::kMaxKeyDigestDim));
   }
   ++next_sequence_;
   sequences_.insert(id);
-  server_.data_plane().open_sequence(client_id_, id, prompt, *params, digest_dim == 0 ? kDefaultKeyDigestDim : digest_dim,
+  server_.data_plane().open_sequence(client_id_, id, prompt, *params, digest_dim == 0 ? protocol::kDefaultKeyDigestDim : digest_dim,
                                      [self = shared_from_this(), id] {
     if (self->state_ == State::kClosed) return;
     capnp::MallocMessageBuilder reply;

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "ring_counters.hpp"
+#include "ring_common.hpp"
 
 #include "futex.hpp"
 
@@ -133,28 +133,17 @@ PlanConsumer::PlanConsumer(std::span<std::byte> ring, std::uint32_t capacity) no
     : header_(ring_header(ring, capacity)),
       slots_(ring_slots(ring)),
       capacity_(capacity),
-      mask_(capacity - 1u),
       read_(header_->consumer.read.load(std::memory_order_relaxed)),
       last_write_(read_) {}
 
 Result<std::size_t> PlanConsumer::pop(std::span<PlanRecord> out) {
-  const std::uint64_t write = header_->producer.write.load(std::memory_order_acquire);
-  if (auto ok = detail::check_write_counter("plan", write, last_write_, read_, capacity_); !ok) {
-    return tl::unexpected(ok.error());
-  }
-  last_write_ = write;
-  const auto count = static_cast<std::size_t>(std::min<std::uint64_t>(write - read_, out.size()));
-  for (std::size_t i = 0; i < count; ++i) {
-    std::memcpy(&out[i], &slots_[(read_ + i) & mask_], sizeof(PlanRecord));
-    if (out[i].move_count > kMovesPerRecord) {
-      return make_error(Errc::kProtocol, "plan record " + std::to_string(read_ + i) +
-                                             " has move_count " + std::to_string(out[i].move_count) +
-                                             " > " + std::to_string(kMovesPerRecord));
-    }
-  }
-  read_ += count;
-  header_->consumer.read.store(read_, std::memory_order_release);
-  return count;
+  return detail::pop_records("plan", header_, slots_, capacity_, read_, last_write_, out,
+                             [](const PlanRecord& record, std::uint64_t index) -> Status {
+                               if (record.move_count <= kMovesPerRecord) return {};
+                               return make_error(Errc::kProtocol, "plan record " + std::to_string(index) +
+                                                                      " has move_count " + std::to_string(record.move_count) +
+                                                                      " > " + std::to_string(kMovesPerRecord));
+                             });
 }
 
 bool PlanConsumer::pending() const noexcept {

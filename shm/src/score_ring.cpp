@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "ring_counters.hpp"
+#include "ring_common.hpp"
 
 namespace kvtier::shm {
 namespace {
@@ -96,29 +96,17 @@ ScoreConsumer::ScoreConsumer(std::span<std::byte> ring, std::uint32_t capacity) 
     : header_(ring_header(ring, capacity)),
       slots_(ring_slots(ring)),
       capacity_(capacity),
-      mask_(capacity - 1u),
       read_(header_->consumer.read.load(std::memory_order_relaxed)),
       last_write_(read_) {}
 
 Result<std::size_t> ScoreConsumer::pop(std::span<ScoreRecord> out) {
-  const std::uint64_t write = header_->producer.write.load(std::memory_order_acquire);
-  if (auto ok = detail::check_write_counter("score", write, last_write_, read_, capacity_); !ok) {
-    return tl::unexpected(ok.error());
-  }
-  last_write_ = write;
-  const auto count = static_cast<std::size_t>(std::min<std::uint64_t>(write - read_, out.size()));
-  // Copy first, then validate the copy: the client may still scribble on the slot.
-  for (std::size_t i = 0; i < count; ++i) {
-    std::memcpy(&out[i], &slots_[(read_ + i) & mask_], sizeof(ScoreRecord));
-    if (out[i].count > kScoresPerRecord) {
-      return make_error(Errc::kProtocol, "score record " + std::to_string(read_ + i) +
-                                             " has count " + std::to_string(out[i].count) +
-                                             " > " + std::to_string(kScoresPerRecord));
-    }
-  }
-  read_ += count;
-  header_->consumer.read.store(read_, std::memory_order_release);
-  return count;
+  return detail::pop_records("score", header_, slots_, capacity_, read_, last_write_, out,
+                             [](const ScoreRecord& record, std::uint64_t index) -> Status {
+                               if (record.count <= kScoresPerRecord) return {};
+                               return make_error(Errc::kProtocol, "score record " + std::to_string(index) +
+                                                                      " has count " + std::to_string(record.count) +
+                                                                      " > " + std::to_string(kScoresPerRecord));
+                             });
 }
 
 bool ScoreConsumer::announce_sleep() noexcept {

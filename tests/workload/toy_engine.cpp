@@ -129,7 +129,8 @@ kvtier_status ToyEngine::step() {
     if (!full) return KVTIER_E_INTERNAL;
     compare(*out, *full);
   }
-  stats_.peak_t0 = std::max(stats_.peak_t0, static_cast<std::uint32_t>(model_->resident_positions().size()));
+  const std::size_t resident = model_->config().max_slots - model_->free_slot_count();
+  stats_.peak_t0 = std::max(stats_.peak_t0, static_cast<std::uint32_t>(resident));
   // Scores over [0, position]; evicted positions (absent from the step) contribute 0.
   scores_.assign(position + 1, 0.0f);
   for (std::size_t i = 0; i < out->positions.size(); ++i) scores_[out->positions[i]] = out->scores[i];

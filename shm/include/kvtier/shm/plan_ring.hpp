@@ -100,7 +100,6 @@ class PlanConsumer {
   PlanRingHeader* header_;
   const PlanRecord* slots_;
   std::uint32_t capacity_;
-  std::uint64_t mask_;
   std::uint64_t read_;
   std::uint64_t last_write_;
 };

@@ -94,7 +94,6 @@ class ScoreConsumer {
   ScoreRingHeader* header_;
   const ScoreRecord* slots_;
   std::uint32_t capacity_;
-  std::uint64_t mask_;
   std::uint64_t read_;        // authoritative; mirrored into shared memory
   std::uint64_t last_write_;  // highest write counter accepted so far
 };
