@@ -59,7 +59,10 @@ void ClientChannel::close_sequence(std::uint32_t sequence_id) {
 void ClientChannel::release_slots(Sequence& sequence) {
   for (std::uint32_t position = 0; position < sequence.slots.size(); ++position) {
     const std::uint32_t slot = sequence.slots.slot_of(position);
-    if (slot != tier::kNoSlot) (void)allocator_->release(slot);
+    if (slot == tier::kNoSlot) continue;
+    if (auto ok = allocator_->release(slot); !ok) {  // a daemon bug: the slot map and allocator disagree
+      log_.error("event=slot_release_failed client_id={} slot={} {}", client_id_, slot, to_string(ok.error()));
+    }
   }
 }
 
