@@ -38,6 +38,17 @@ const char* policy_name(kvtier_policy policy) {
   return "?";
 }
 
+const char* backpressure_name(kvtier_backpressure reason) {
+  switch (reason) {
+    case KVTIER_BACKPRESSURE_NONE: return "none";
+    case KVTIER_BACKPRESSURE_POOL_FULL: return "pool_full";
+    case KVTIER_BACKPRESSURE_NODE_BUDGET: return "node_budget";
+  }
+  return "?";
+}
+
+unsigned long long ull(std::uint64_t v) { return static_cast<unsigned long long>(v); }
+
 int exit_code_for(kvtier_status status) {
   switch (status) {
     case KVTIER_OK: return kExitOk;
@@ -107,6 +118,8 @@ void write_status_json(const kvtier_daemon_status& s) {
   j.key("pools").begin_object();
   j.key("ddr_bytes_total").value(s.ddr_bytes_total);
   j.key("ddr_bytes_used").value(s.ddr_bytes_used);
+  j.key("int8_bytes_total").value(s.int8_bytes_total);
+  j.key("int8_bytes_used").value(s.int8_bytes_used);
   j.end_object();
   j.key("clients").begin_array();
   for (std::size_t i = 0; i < s.client_count; ++i) {
@@ -125,6 +138,12 @@ void write_status_json(const kvtier_daemon_status& s) {
     j.end_object();
     j.key("pool_slots").value(std::uint64_t{c.pool_slots});
     j.key("pool_slots_used").value(std::uint64_t{c.pool_slots_used});
+    j.key("weight").value(std::uint64_t{c.weight});
+    j.key("ddr_bytes_used").value(c.ddr_bytes_used);
+    j.key("ddr_share_bytes").value(c.ddr_share_bytes);
+    j.key("int8_slots").value(std::uint64_t{c.int8_slots});
+    j.key("int8_slots_used").value(std::uint64_t{c.int8_slots_used});
+    j.key("last_backpressure").value(backpressure_name(c.last_backpressure));
     j.key("counters").begin_object();
     j.key("score_records").value(c.score_records);
     j.key("scores_dropped").value(c.scores_dropped);
@@ -133,6 +152,10 @@ void write_status_json(const kvtier_daemon_status& s) {
     j.key("errors").value(c.errors);
     j.key("plans_failed").value(c.plans_failed);
     j.key("moves_sent").value(c.moves_sent);
+    j.key("t2_demotions").value(c.t2_demotions);
+    j.key("pressure_demotions").value(c.pressure_demotions);
+    j.key("pressure_evictions").value(c.pressure_evictions);
+    j.key("int8_trimmed").value(c.int8_trimmed);
     j.key("backpressure_tokens").value(c.backpressure_tokens);
     j.end_object();
     j.key("sequences").begin_array();
@@ -149,6 +172,7 @@ void write_status_json(const kvtier_daemon_status& s) {
       j.key("destroyed_fraction").value(q.destroyed_fraction);
       j.key("hbm_ratio").value(q.hbm_ratio);
       j.key("evict_ratio").value(q.evict_ratio);
+      j.key("int8_ratio").value(q.int8_ratio);
       j.key("eviction_mode").value(mode_name(q.mode));
       j.key("policy").value(policy_name(q.policy));
       j.end_object();
@@ -162,10 +186,11 @@ void write_status_json(const kvtier_daemon_status& s) {
 }
 
 void print_status_text(const kvtier_daemon_status& s) {
-  std::printf("kvtierd %s  epoch %016llx  up %llus  DDR pools %llu bytes in use", s.daemon_version,
-              static_cast<unsigned long long>(s.daemon_epoch), static_cast<unsigned long long>(s.uptime_seconds),
-              static_cast<unsigned long long>(s.ddr_bytes_used));
-  if (s.ddr_bytes_total != 0) std::printf(" of %llu", static_cast<unsigned long long>(s.ddr_bytes_total));
+  std::printf("kvtierd %s  epoch %016llx  up %llus  DDR pools %llu bytes in use", s.daemon_version, ull(s.daemon_epoch),
+              ull(s.uptime_seconds), ull(s.ddr_bytes_used));
+  if (s.ddr_bytes_total != 0) std::printf(" of %llu", ull(s.ddr_bytes_total));
+  std::printf("  int8 pools %llu", ull(s.int8_bytes_used));
+  if (s.int8_bytes_total != 0) std::printf(" of %llu", ull(s.int8_bytes_total));
   std::printf("\n%zu client(s)\n", s.client_count);
   for (std::size_t i = 0; i < s.client_count; ++i) {
     const kvtier_client_info& c = s.clients[i];
@@ -173,19 +198,22 @@ void print_status_text(const kvtier_daemon_status& s) {
                 c.pid, c.uid, c.model_name[0] != '\0' ? c.model_name : "-", c.num_layers, c.num_kv_heads, c.head_dim,
                 dtype_name(c.dtype));
     std::printf("  pool slots %u/%u  score records %llu (dropped %llu)  plans %llu sent, %llu acked, %llu failed"
-                "  moves %llu  kept in HBM (pool full) %llu  errors %llu\n",
-                c.pool_slots_used, c.pool_slots, static_cast<unsigned long long>(c.score_records),
-                static_cast<unsigned long long>(c.scores_dropped), static_cast<unsigned long long>(c.plans_sent),
-                static_cast<unsigned long long>(c.plans_acked), static_cast<unsigned long long>(c.plans_failed),
-                static_cast<unsigned long long>(c.moves_sent), static_cast<unsigned long long>(c.backpressure_tokens),
-                static_cast<unsigned long long>(c.errors));
-    std::printf("  %8s %7s %7s %7s %7s %7s %7s %9s %5s %5s %s\n", "sequence", "prompt", "tokens", "T0", "T1", "T2",
-                "T3", "destroyed", "beta", "r", "policy / mode");
+                "  moves %llu  errors %llu\n",
+                c.pool_slots_used, c.pool_slots, ull(c.score_records), ull(c.scores_dropped), ull(c.plans_sent),
+                ull(c.plans_acked), ull(c.plans_failed), ull(c.moves_sent), ull(c.errors));
+    std::printf("  weight %u  DDR %llu bytes used", c.weight, ull(c.ddr_bytes_used));
+    if (c.ddr_share_bytes != 0) std::printf(" (share %llu)", ull(c.ddr_share_bytes));
+    std::printf("  int8 slots %u/%u  T2 demotions %llu (int8 full: %llu trimmed)  pressure: %llu demoted, %llu evicted"
+                "  kept in HBM %llu (last: %s)\n",
+                c.int8_slots_used, c.int8_slots, ull(c.t2_demotions), ull(c.int8_trimmed), ull(c.pressure_demotions),
+                ull(c.pressure_evictions), ull(c.backpressure_tokens), backpressure_name(c.last_backpressure));
+    std::printf("  %8s %7s %7s %7s %7s %7s %7s %9s %5s %5s %5s %s\n", "sequence", "prompt", "tokens", "T0", "T1", "T2",
+                "T3", "destroyed", "beta", "r", "int8", "policy / mode");
     for (std::size_t k = 0; k < c.sequence_count; ++k) {
       const kvtier_sequence_info& q = c.sequences[k];
-      std::printf("  %8u %7u %7u %7u %7u %7u %7u %8.1f%% %5.2f %5.2f %s / %s\n", q.sequence_id, q.prompt_length,
+      std::printf("  %8u %7u %7u %7u %7u %7u %7u %8.1f%% %5.2f %5.2f %5.2f %s / %s\n", q.sequence_id, q.prompt_length,
                   q.tokens, q.tokens_t0, q.tokens_t1, q.tokens_t2, q.tokens_t3, 100.0 * q.destroyed_fraction,
-                  q.hbm_ratio, q.evict_ratio, policy_name(q.policy), mode_name(q.mode));
+                  q.hbm_ratio, q.evict_ratio, q.int8_ratio, policy_name(q.policy), mode_name(q.mode));
     }
   }
 }

@@ -2,6 +2,7 @@
 // the detail in the handle's last error. Nothing throws across this boundary.
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -22,6 +23,18 @@ namespace {
 thread_local std::string t_connect_error;
 
 kvtier_status to_status(kvtier::Errc code) { return static_cast<kvtier_status>(code); }
+
+// Options structs grow at the end. A caller built against the previous kvtier.h passes a
+// smaller struct_size, at least `known` (the offset of the first field it lacks): only that
+// prefix is read (not its tail padding) and the newer fields keep their _init values (0).
+template <class T>
+bool copy_options(const T* in, std::size_t known, T& out) {
+  if (in == nullptr || in->struct_size < known) return false;
+  std::memset(&out, 0, sizeof(out));
+  std::memcpy(&out, in, in->struct_size >= sizeof(T) ? sizeof(T) : known);
+  out.struct_size = sizeof(T);
+  return true;
+}
 
 kvtier_status fail(kvtier_client* client, const kvtier::Error& error) {
   if (client != nullptr) client->last_error = error.message;
@@ -117,10 +130,11 @@ void kvtier_model_geometry_init(kvtier_model_geometry* geometry) {
 
 kvtier_status kvtier_model_register(kvtier_client* client, const kvtier_model_geometry* geometry) {
   return guarded(client, [&](kvtier::client::Client& c) {
-    if (geometry == nullptr || geometry->struct_size < sizeof(kvtier_model_geometry)) {
+    kvtier_model_geometry g;
+    if (!copy_options(geometry, offsetof(kvtier_model_geometry, int8_pool_tokens), g)) {
       return fail(client, {kvtier::Errc::kInvalidArgument, "geometry is NULL or its struct_size is too small"});
     }
-    auto ok = c.register_model(*geometry);
+    auto ok = c.register_model(g);
     return ok ? KVTIER_OK : fail(client, ok.error());
   });
 }
@@ -153,10 +167,11 @@ kvtier_status kvtier_sequence_open_with(kvtier_client* client, const kvtier_sequ
                                         uint32_t* out_sequence) {
   return guarded(client, [&](kvtier::client::Client& c) {
     if (out_sequence == nullptr) return fail(client, {kvtier::Errc::kInvalidArgument, "out_sequence is NULL"});
-    if (options == nullptr || options->struct_size < sizeof(kvtier_sequence_options)) {
+    kvtier_sequence_options o;
+    if (!copy_options(options, offsetof(kvtier_sequence_options, int8_ratio), o)) {
       return fail(client, {kvtier::Errc::kInvalidArgument, "options is NULL or its struct_size is too small"});
     }
-    auto id = c.open_sequence(*options);
+    auto id = c.open_sequence(o);
     if (!id) return fail(client, id.error());
     *out_sequence = *id;
     return KVTIER_OK;
@@ -259,7 +274,7 @@ kvtier_status kvtier_sequence_t1_rows(const kvtier_client* client, uint32_t sequ
   }
   auto cache = client->impl->cache(sequence);
   if (!cache) return to_status(cache.error().code);
-  *out_rows = (*cache)->t1_rows();
+  *out_rows = (*cache)->staged_rows();
   *out_bytes = (*cache)->stage_bytes();
   return KVTIER_OK;
 }

@@ -18,19 +18,13 @@ Error error_from_reply(wire::ErrorReply::Reader reply) {
   return Error{errc, std::string("kvtierd: ") + reply.getMessage().cStr()};
 }
 
+}  // namespace
+
 void copy_text(char* dst, std::size_t size, capnp::Text::Reader text) {
   const std::size_t n = std::min(size - 1, static_cast<std::size_t>(text.size()));
   std::memcpy(dst, text.cStr(), n);
   dst[n] = '\0';
 }
-
-// kvtier_daemon_status plus the storage its pointers refer to; freed as one object.
-struct StatusHolder : kvtier_daemon_status {
-  std::vector<kvtier_client_info> client_storage;
-  std::vector<std::vector<kvtier_sequence_info>> sequence_storage;
-};
-
-}  // namespace
 
 Status Client::connect(const ClientOptions& options, std::unique_ptr<Client>& out) {
   auto connection = Connection::connect(options.socket_path);
@@ -124,19 +118,40 @@ Status Client::register_model(const kvtier_model_geometry& geometry) {
   reg.setDtype(static_cast<wire::KvDtype>(geometry.dtype));
   reg.setModelName(geometry.model_name != nullptr ? geometry.model_name : "");
   reg.setPoolTokens(geometry.pool_tokens);
+  reg.setInt8PoolTokens(geometry.int8_pool_tokens);
+  reg.setWeight(geometry.weight);
   auto reply = request(message);
   if (!reply) return tl::unexpected(reply.error());
   return protocol::capture_protocol_errors([&]() -> Status {
     auto root = reply->root<wire::DaemonMessage>();
     if (root.which() != wire::DaemonMessage::MODEL_REGISTERED) return make_error(Errc::kProtocol, "expected ModelRegistered");
+    auto registered = root.getModelRegistered();
     auto fd = connection_.take_fd();
     if (!fd) return tl::unexpected(fd.error());
     auto mapping = shm::Mapping::map_segment(fd->get(), shm::SegmentKind::kPool, versions_.daemon_epoch);
     if (!mapping) return tl::unexpected(mapping.error());
     auto view = shm::PoolView::validate(mapping->bytes());
     if (!view) return tl::unexpected(view.error());
+    // With T2 the int8 pool's fd follows the pool's.
+    std::optional<shm::Mapping> int8_mapping;
+    std::optional<shm::Int8PoolView> int8_view;
+    if (registered.getInt8Slots() > 0) {
+      auto int8_fd = connection_.take_fd();
+      if (!int8_fd) return tl::unexpected(int8_fd.error());
+      auto mapped = shm::Mapping::map_segment(int8_fd->get(), shm::SegmentKind::kInt8Pool, versions_.daemon_epoch);
+      if (!mapped) return tl::unexpected(mapped.error());
+      auto validated = shm::Int8PoolView::validate(mapped->bytes());
+      if (!validated) return tl::unexpected(validated.error());
+      if (validated->geometry().slots() < registered.getInt8Slots()) {
+        return make_error(Errc::kProtocol, "int8 pool segment holds fewer slots than ModelRegistered grants");
+      }
+      int8_mapping.emplace(std::move(*mapped));
+      int8_view.emplace(*validated);
+    }
     pool_.emplace(std::move(*mapping));
     pool_view_.emplace(*view);
+    int8_pool_ = std::move(int8_mapping);
+    int8_view_ = int8_view;
     return {};
   });
 }
@@ -170,6 +185,8 @@ Result<std::uint32_t> Client::open_sequence(const kvtier_sequence_options& o) {
     t.setValueProtectRatio(o.value_protect_ratio);
     t.setValueProtectTokens(o.value_protect_tokens);
     t.setRkvLambda(o.rkv_lambda);
+    t.setInt8Ratio(o.int8_ratio);
+    t.setInt8Tokens(o.int8_tokens);
   }
   t.setKeyDigestDim(o.key_digest_dim);
   auto reply = request(message);
@@ -308,7 +325,7 @@ Status Client::attach_cache(std::uint32_t sequence, const kvtier_kv_layout& layo
   const shm::PoolView& pool = *pool_view_;
   const shm::PoolGeometry& g = pool.geometry();
   const kernels::PoolView view{pool.rows().data(), g.row_bytes(), g.layer_stride(), g.slots, g.num_layers};
-  auto cache = SequenceCache::create(layout, view);
+  auto cache = SequenceCache::create(layout, view, int8_view_);
   if (!cache) return tl::unexpected(cache.error());
   caches_[sequence] = std::move(*cache);
   return {};
@@ -325,67 +342,12 @@ Result<SequenceCache*> Client::cache(std::uint32_t sequence) const {
 kvtier_client_counters Client::counters() const {
   kvtier_client_counters out = counters_;
   out.struct_size = sizeof(out);
+  if (rings_) {
+    const shm::PlanConsumer::Backpressure notice = rings_->plans.backpressure();
+    out.backpressure_tokens = notice.tokens;
+    out.backpressure_reason = notice.reason;
+  }
   return out;
 }
-
-Result<kvtier_daemon_status*> Client::daemon_status() {
-  capnp::MallocMessageBuilder message;
-  message.initRoot<wire::ClientMessage>().initStatusRequest();
-  auto reply = request(message);
-  if (!reply) return tl::unexpected(reply.error());
-  auto holder = std::make_unique<StatusHolder>();
-  auto filled = protocol::capture_protocol_errors([&]() -> Status {
-    auto root = reply->root<wire::DaemonMessage>();
-    if (root.which() != wire::DaemonMessage::STATUS_REPLY) return make_error(Errc::kProtocol, "expected StatusReply");
-    auto status = root.getStatusReply();
-    copy_text(holder->daemon_version, sizeof(holder->daemon_version), status.getDaemonVersion());
-    holder->daemon_epoch = status.getDaemonEpoch();
-    holder->uptime_seconds = status.getUptimeSeconds();
-    holder->ddr_bytes_total = status.getDdrBytesTotal();
-    holder->ddr_bytes_used = status.getDdrBytesUsed();
-    for (auto c : status.getClients()) {
-      kvtier_client_info info{};
-      info.client_id = c.getClientId();
-      info.pid = c.getPid();
-      info.uid = c.getUid();
-      copy_text(info.name, sizeof(info.name), c.getName());
-      copy_text(info.model_name, sizeof(info.model_name), c.getModelName());
-      info.num_layers = c.getNumLayers();
-      info.num_kv_heads = c.getNumKvHeads();
-      info.head_dim = c.getHeadDim();
-      info.dtype = static_cast<kvtier_dtype>(c.getDtype());
-      info.pool_slots = c.getPoolSlots();
-      info.pool_slots_used = c.getPoolSlotsUsed();
-      info.score_records = c.getScoreRecords();
-      info.scores_dropped = c.getScoresDropped();
-      info.plans_sent = c.getPlansSent();
-      info.plans_acked = c.getPlansAcked();
-      info.errors = c.getErrors();
-      info.plans_failed = c.getPlansFailed();
-      info.moves_sent = c.getMovesSent();
-      info.backpressure_tokens = c.getBackpressureTokens();
-      auto& seqs = holder->sequence_storage.emplace_back();
-      for (auto s : c.getSequences()) {
-        seqs.push_back(kvtier_sequence_info{s.getSequenceId(), s.getPromptLength(), s.getTokens(), s.getTokensT0(),
-                                            s.getTokensT1(), s.getTokensT2(), s.getTokensT3(),
-                                            s.getDestroyedFraction(), s.getHbmRatio(), s.getEvictRatio(),
-                                            static_cast<kvtier_eviction_mode>(s.getMode()),
-                                            static_cast<kvtier_policy>(s.getPolicy())});
-      }
-      holder->client_storage.push_back(info);
-    }
-    return {};
-  });
-  if (!filled) return tl::unexpected(filled.error());
-  for (std::size_t i = 0; i < holder->client_storage.size(); ++i) {
-    holder->client_storage[i].sequence_count = holder->sequence_storage[i].size();
-    holder->client_storage[i].sequences = holder->sequence_storage[i].data();
-  }
-  holder->client_count = holder->client_storage.size();
-  holder->clients = holder->client_storage.data();
-  return holder.release();
-}
-
-void free_daemon_status(kvtier_daemon_status* status) { delete static_cast<StatusHolder*>(status); }
 
 }  // namespace kvtier::client

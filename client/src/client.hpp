@@ -1,6 +1,6 @@
 // Client: the implementation behind the C ABI. One connection to kvtierd, the handshake, the
 // control requests, and for engines the mapped control segment (score producer, plan consumer),
-// the doorbell and the pool mapping.
+// the doorbell and the pool mappings (T1 and, when granted, the int8 pool of T2).
 //
 // Thread-safety: one thread at a time (single producer / single consumer of the rings).
 #pragma once
@@ -19,6 +19,7 @@
 #include "kvtier/kvtier.h"
 #include "kvtier/protocol/control.capnp.h"
 #include "kvtier/shm/control_segment.hpp"
+#include "kvtier/shm/int8_pool_segment.hpp"
 #include "kvtier/shm/mapping.hpp"
 #include "kvtier/shm/pool_segment.hpp"
 
@@ -79,6 +80,8 @@ class Client {
   shm::UniqueFd doorbell_;
   std::optional<shm::Mapping> pool_;
   std::optional<shm::PoolView> pool_view_;
+  std::optional<shm::Mapping> int8_pool_;  // T2, when the daemon granted int8 slots
+  std::optional<shm::Int8PoolView> int8_view_;
   std::map<std::uint32_t, std::unique_ptr<SequenceCache>> caches_;
   std::map<std::uint32_t, std::uint32_t> digest_dims_;  // sequence -> key digest floats (r_kv)
   shm::PlanRecord plan_record_{};  // the record poll_plan is reading (1 KiB: not on the stack)
@@ -88,7 +91,10 @@ class Client {
   kvtier_client_counters counters_{};
 };
 
-// Frees what Client::daemon_status returned.
+// Copies `text` into dst[size], truncated and NUL-terminated.
+void copy_text(char* dst, std::size_t size, capnp::Text::Reader text);
+
+// Frees what Client::daemon_status returned (daemon_status.cpp).
 void free_daemon_status(kvtier_daemon_status* status);
 
 }  // namespace kvtier::client

@@ -1,11 +1,18 @@
 #include "sequence_cache.hpp"
 
 #include <algorithm>
+#include <string>
+#include <tuple>
 
 namespace kvtier::client {
 namespace {
 
-constexpr std::uint8_t kT0 = KVTIER_T0, kT1 = KVTIER_T1, kT3 = KVTIER_T3;
+constexpr std::uint8_t kT0 = KVTIER_T0, kT1 = KVTIER_T1, kT2 = KVTIER_T2, kT3 = KVTIER_T3;
+
+Error move_error(const kvtier_plan_move& m, const std::string& why) {
+  return Error{Errc::kProtocol, "plan move T" + std::to_string(m.from_tier) + "->T" + std::to_string(m.to_tier) +
+                                    " of position " + std::to_string(m.position) + ": " + why};
+}
 
 Result<kernels::KvLayout> to_kernel_layout(const kvtier_kv_layout& c) {
   if (c.k_base == nullptr || c.v_base == nullptr || c.num_layers == 0) {
@@ -34,7 +41,8 @@ Result<kernels::KvLayout> to_kernel_layout(const kvtier_kv_layout& c) {
 
 }  // namespace
 
-Result<std::unique_ptr<SequenceCache>> SequenceCache::create(const kvtier_kv_layout& c, const kernels::PoolView& pool) {
+Result<std::unique_ptr<SequenceCache>> SequenceCache::create(const kvtier_kv_layout& c, const kernels::PoolView& pool,
+                                                             const std::optional<shm::Int8PoolView>& int8) {
   auto layout = to_kernel_layout(c);
   if (!layout) return tl::unexpected(layout.error());
   auto executor = kernels::make_executor(c.backend == KVTIER_BACKEND_CUDA ? kernels::Backend::kCuda
@@ -42,39 +50,59 @@ Result<std::unique_ptr<SequenceCache>> SequenceCache::create(const kvtier_kv_lay
   if (!executor) return tl::unexpected(executor.error());
   if (auto ok = (*executor)->can_implement(*layout, pool); !ok) return tl::unexpected(ok.error());
   if (auto ok = (*executor)->initialize(*layout, pool); !ok) return tl::unexpected(ok.error());
-  return std::unique_ptr<SequenceCache>(new SequenceCache(std::move(*executor), pool.row_bytes));
+  std::optional<Int8Rows> rows;
+  if (int8) {
+    auto made = Int8Rows::create(*int8, *layout);
+    if (!made) return tl::unexpected(made.error());
+    rows.emplace(std::move(*made));
+  }
+  return std::unique_ptr<SequenceCache>(
+      new SequenceCache(std::move(*executor), std::move(*layout), pool, std::move(rows)));
 }
 
 Status SequenceCache::execute(const kvtier_plan& plan, std::span<const std::uint32_t> hbm_slots) {
-  std::vector<kernels::RowCopy> offloads, restores;
+  std::vector<kernels::RowCopy> offloads, restores, t2_restores;
+  std::vector<std::uint32_t> t2_sources;  // int8 slot of each T2 -> T0 move
   for (std::size_t i = 0; i < plan.move_count; ++i) {
     const kvtier_plan_move& m = plan.moves[i];
-    const bool t1_source = m.from_tier == kT1;
-    if (t1_source) {
-      auto it = t1_.find(m.position);
-      if (it == t1_.end() || it->second != m.src_slot) {
-        return make_error(Errc::kProtocol, "plan moves position " + std::to_string(m.position) +
-                                               " out of pool slot " + std::to_string(m.src_slot) +
-                                               ", which does not hold it");
+    if ((m.from_tier == kT2 || m.to_tier == kT2) && !int8_) return tl::unexpected(move_error(m, "no int8 pool"));
+    if (m.from_tier == kT1 || m.from_tier == kT2) {
+      const auto& resident = m.from_tier == kT1 ? t1_ : t2_;
+      auto it = resident.find(m.position);
+      if (it == resident.end() || it->second != m.src_slot) {
+        return tl::unexpected(move_error(m, "slot " + std::to_string(m.src_slot) + " does not hold it"));
       }
     }
     if (m.from_tier == kT0 && m.to_tier == kT1) {
       offloads.push_back({hbm_slots[i], m.dst_slot});
     } else if (m.from_tier == kT1 && m.to_tier == kT0) {
       restores.push_back({hbm_slots[i], m.src_slot});
-    } else if (!(m.to_tier == kT3 && (m.from_tier == kT0 || m.from_tier == kT1))) {
-      return make_error(Errc::kInvalidArgument, "move T" + std::to_string(m.from_tier) + "->T" +
-                                                    std::to_string(m.to_tier) + " is not supported by this client");
+    } else if (m.from_tier == kT1 && m.to_tier == kT2) {
+      // The daemon quantized the row already: only the reads move.
+      if (m.dst_slot >= int8_->slots()) {
+        return tl::unexpected(move_error(m, "int8 slot " + std::to_string(m.dst_slot) + " out of range"));
+      }
+    } else if (m.from_tier == kT2 && m.to_tier == kT0) {
+      t2_restores.push_back({hbm_slots[i], static_cast<std::uint32_t>(t2_sources.size())});
+      t2_sources.push_back(m.src_slot);
+    } else if (!(m.to_tier == kT3 && m.from_tier <= kT2)) {
+      return tl::unexpected(move_error(m, "not a move kvtierd makes"));
     }
   }
-  // The executor validates every copy before it copies anything.
+  // Check everything before copying anything (the executor checks each batch only as it runs).
+  if (auto ok = kernels::validate_copies(layout_, pool_, kernels::Direction::kOffload, offloads); !ok) return ok;
+  if (auto ok = kernels::validate_copies(layout_, pool_, kernels::Direction::kRestore, restores); !ok) return ok;
+  if (auto ok = prepare_t2_restores(t2_restores, t2_sources); !ok) return ok;
   if (auto ok = executor_->offload(offloads); !ok) return ok;
   if (auto ok = executor_->restore(restores); !ok) return ok;
+  if (auto ok = restore_t2(t2_restores); !ok) return ok;
   if (auto ok = executor_->synchronize(); !ok) return ok;
   for (std::size_t i = 0; i < plan.move_count; ++i) {
     const kvtier_plan_move& m = plan.moves[i];
     if (m.from_tier == kT1) t1_.erase(m.position);
+    if (m.from_tier == kT2) t2_.erase(m.position);
     if (m.to_tier == kT1) t1_[m.position] = m.dst_slot;
+    if (m.to_tier == kT2) t2_[m.position] = m.dst_slot;
   }
   lists_order_.reset();
   return {};
@@ -82,23 +110,42 @@ Status SequenceCache::execute(const kvtier_plan& plan, std::span<const std::uint
 
 void SequenceCache::build_lists(kvtier_staging_order order) {
   if (lists_order_ == order) return;
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> rows(t1_.begin(), t1_.end());  // (position, slot)
+  struct Row {
+    std::uint32_t position, slot;
+    std::uint8_t t2;
+  };
+  std::vector<Row> rows;
+  rows.reserve(staged_rows());
+  for (const auto& [position, slot] : t1_) rows.push_back({position, slot, 0});
+  for (const auto& [position, slot] : t2_) rows.push_back({position, slot, 1});
   if (order == KVTIER_STAGE_COMPACT) {
-    // Pool order: the cheapest to read, no longer sorted by position.
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    // Pool order, T1 rows then T2 rows: the cheapest to read, no longer sorted by position.
+    std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return std::tie(a.t2, a.slot) < std::tie(b.t2, b.slot); });
+  } else if (!t2_.empty()) {
+    // Both maps are sorted and disjoint: one merge gives ascending positions.
+    std::inplace_merge(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(t1_.size()), rows.end(),
+                       [](const Row& a, const Row& b) { return a.position < b.position; });
   }
   list_positions_.clear();
   list_slots_.clear();
-  for (const auto& [position, slot] : rows) {
-    list_positions_.push_back(position);
-    list_slots_.push_back(slot);
+  list_t2_.clear();
+  t2_slots_.clear();
+  for (const Row& row : rows) {
+    list_positions_.push_back(row.position);
+    list_slots_.push_back(row.slot);
+    list_t2_.push_back(row.t2);
+    if (row.t2 != 0) t2_slots_.push_back(row.slot);
   }
+  t2_scratch_.resize(t2_slots_.size() * row_bytes_);
+  t2_out_.clear();
+  for (std::size_t i = 0; i < t2_slots_.size(); ++i) t2_out_.push_back(t2_scratch_.data() + i * row_bytes_);
   lists_order_ = order;
 }
 
 Result<kvtier_staged_layer> SequenceCache::stage(std::uint32_t layer, kvtier_staging_order order, void* buffer,
                                                  std::size_t capacity) {
   build_lists(order);
+  if (!t2_.empty()) return stage_merged(layer, buffer, capacity);
   const auto kernel_order =
       order == KVTIER_STAGE_COMPACT ? kernels::StagingOrder::kCompact : kernels::StagingOrder::kPositionOrder;
   staging_.data = reinterpret_cast<std::uintptr_t>(buffer);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 
+#include "int8_demotion.hpp"
+
 namespace kvtier::daemon {
 namespace {
 constexpr std::size_t kScoreBatch = 64;
@@ -12,14 +14,16 @@ constexpr std::size_t kScoreBatch = 64;
 
 ClientChannel::ClientChannel(asio::io_context& io, std::uint32_t client_id, shm::Segment control,
                              const shm::ControlLayout& layout, shm::UniqueFd doorbell,
-                             const config::DaemonConfig& config, spdlog::logger& log, FailFn on_fail)
+                             const config::DaemonConfig& config, NodeBudget& budget, spdlog::logger& log,
+                             FailFn on_fail)
     : client_id_(client_id),
       config_(config),
       log_(log),
       on_fail_(std::move(on_fail)),
       control_(std::move(control)),
       rings_(shm::daemon_rings(control_, layout)),
-      doorbell_(io, doorbell.release()) {
+      doorbell_(io, doorbell.release()),
+      budget_(budget) {
   service();
 }
 
@@ -28,9 +32,41 @@ ClientChannel::~ClientChannel() {
   doorbell_.cancel(ignored);
 }
 
-void ClientChannel::set_pool(shm::Segment pool, const shm::PoolGeometry& geometry) {
-  pool_ = std::move(pool);
-  allocator_.emplace(geometry.slots);
+void ClientChannel::set_pool(PoolSetup pools) {
+  const shm::PoolGeometry& g = pools.geometry;
+  pool_ = std::move(pools.ddr);
+  pool_view_ = shm::PoolView::trusted(pool_->bytes(), g);
+  allocator_.emplace(g.slots);
+  bytes_per_slot_ = g.row_bytes() * g.num_layers;
+  weight_ = pools.weight;
+  if (pools.int8) {
+    int8_ = std::move(pools.int8);
+    const shm::Int8PoolGeometry& i8 = int8_->geometry;
+    int8_view_ = shm::Int8PoolView::trusted(int8_->segment.bytes(), i8);
+    int8_allocator_.emplace(i8.blocks, i8.group_tokens);
+    int8_geometry_ = kernels::Int8Geometry{g.num_kv_heads, g.head_dim, pools.dtype, i8.group_tokens};
+  }
+}
+
+std::uint64_t ClientChannel::ddr_bytes_used() const noexcept {
+  return allocator_ ? std::uint64_t{allocator_->used()} * bytes_per_slot_ : 0;
+}
+
+bool ClientChannel::relief_pending() const noexcept { return !relief_.empty() || (pending_ && pending_->relief); }
+
+void ClientChannel::lowest_t1(std::size_t k, std::vector<ReliefCandidate>& out) const {
+  std::vector<tier::ScoredPosition> lowest;
+  for (const auto& [id, sequence] : sequences_) {
+    // A sequence whose decision is in flight is left alone: its placement is about to change.
+    if (sequence.tiers.has_pending()) continue;
+    lowest.clear();
+    sequence.tiers.lowest_in_tier(tier::Tier::kT1, k, lowest);
+    for (const tier::ScoredPosition& p : lowest) out.push_back(ReliefCandidate{p.score, client_id_, id, p.position});
+  }
+}
+
+void ClientChannel::request_relief(std::vector<ReliefCandidate> tokens) {
+  relief_.insert(relief_.end(), tokens.begin(), tokens.end());
 }
 
 void ClientChannel::open_sequence(std::uint32_t sequence_id, std::uint32_t prompt_length,
@@ -38,7 +74,7 @@ void ClientChannel::open_sequence(std::uint32_t sequence_id, std::uint32_t promp
   // Parameters were validated by the session; max_tokens bounds what scores may address.
   auto tiers = tier::SequenceTiers::create(prompt_length, params, config_.limits.max_tokens_per_sequence);
   if (!tiers) return fail(tiers.error());
-  sequences_.emplace(sequence_id, Sequence{std::move(*tiers), {}, std::nullopt, digest_dim});
+  sequences_.emplace(sequence_id, Sequence{std::move(*tiers), {}, {}, std::nullopt, digest_dim});
 }
 
 void ClientChannel::close_sequence(std::uint32_t sequence_id) {
@@ -64,6 +100,13 @@ void ClientChannel::release_slots(Sequence& sequence) {
       log_.error("event=slot_release_failed client_id={} slot={} {}", client_id_, slot, to_string(ok.error()));
     }
   }
+  for (std::uint32_t position = 0; position < sequence.t2_slots.size(); ++position) {
+    const std::uint32_t slot = sequence.t2_slots.slot_of(position);
+    if (slot == tier::kNoSlot) continue;
+    if (auto ok = int8_allocator_->release(slot); !ok) {
+      log_.error("event=int8_slot_release_failed client_id={} slot={} {}", client_id_, slot, to_string(ok.error()));
+    }
+  }
 }
 
 ClientSnapshot ClientChannel::snapshot() const {
@@ -78,6 +121,19 @@ ClientSnapshot ClientChannel::snapshot() const {
   out.plans_failed = plans_failed_;
   out.moves_sent = moves_sent_;
   out.backpressure_tokens = trimmed_;
+  out.ddr_bytes_used = ddr_bytes_used();
+  if (int8_allocator_) {
+    const std::uint32_t group = int8_allocator_->group();
+    out.int8_slots = int8_allocator_->capacity_blocks() * group;
+    out.int8_slots_used = int8_allocator_->used_blocks() * group;
+    out.int8_bytes_used = std::uint64_t{int8_allocator_->used_blocks()} * int8_->geometry.block_bytes() *
+                          int8_->geometry.num_layers;
+  }
+  out.t2_demotions = t2_demotions_;
+  out.pressure_demotions = pressure_demotions_;
+  out.pressure_evictions = pressure_evictions_;
+  out.int8_trimmed = int8_trimmed_;
+  out.last_backpressure = static_cast<std::uint32_t>(last_backpressure_);
   for (const auto& [id, seq] : sequences_) {
     const tier::SequenceTiers& t = seq.tiers;
     SequenceSnapshot s;
@@ -184,33 +240,101 @@ Result<bool> ClientChannel::decide_and_publish(std::uint32_t sequence_id, Sequen
     sequence.tiers.commit();
     return false;
   }
-  auto transaction = tier::PlanTransaction::prepare(decision.moves, sequence.slots, *allocator_);
+  return send_pending(sequence_id, sequence, decision.moves, false);
+}
+
+Result<bool> ClientChannel::send_pending(std::uint32_t sequence_id, Sequence& sequence,
+                                         std::span<const tier::TierMove> moves, bool relief) {
+  const auto into_t1 = static_cast<std::uint32_t>(
+      std::count_if(moves.begin(), moves.end(), [](const tier::TierMove& m) { return m.to == tier::Tier::kT1; }));
+  const Admission admission = budget_.admit(*this, into_t1);
+  tier::PoolSlots pools{sequence.slots, *allocator_, &sequence.t2_slots, int8_allocator_ ? &*int8_allocator_ : nullptr,
+                        admission.rows};
+  auto transaction = tier::PlanTransaction::prepare(moves, pools);
   if (!transaction) return tl::unexpected(transaction.error());
-  trimmed_ += transaction->trimmed();
-  if (transaction->trimmed() != 0) {
-    log_.warn("event=pool_full client_id={} sequence={} kept_in_t0={}", client_id_, sequence_id,
-              transaction->trimmed());
+  if (const std::uint32_t kept = transaction->trimmed(); kept != 0) {
+    const shm::BackpressureReason reason =
+        admission.rows < into_t1 ? admission.limited_by : shm::BackpressureReason::kPoolFull;
+    trimmed_ += kept;
+    last_backpressure_ = reason;
+    rings_.plans.note_backpressure(kept, reason);
+    log_.warn("event=pool_full client_id={} sequence={} kept_in_t0={} reason={}", client_id_, sequence_id, kept,
+              reason == shm::BackpressureReason::kNodeBudget ? "node_budget" : "pool_full");
+  }
+  if (const std::uint32_t kept = transaction->trimmed_t2(); kept != 0) {
+    int8_trimmed_ += kept;
+    log_.warn("event=int8_pool_full client_id={} sequence={} kept_in_t1={}", client_id_, sequence_id, kept);
   }
   if (transaction->planned().empty()) {
     sequence.tiers.commit(transaction->accepted());
-    (void)transaction->commit(sequence.slots);
+    if (auto ok = transaction->commit(sequence.slots, &sequence.t2_slots); !ok) return tl::unexpected(ok.error());
     return false;
+  }
+  if (!transaction->t2_blocks().empty()) {
+    if (auto ok = quantize_t2_blocks(*transaction, *pool_view_, *int8_view_, int8_geometry_); !ok) {
+      return tl::unexpected(ok.error());
+    }
   }
   const std::uint64_t epoch = next_epoch_;
   if (!publish(epoch, sequence_id, transaction->planned())) {
     // Plan ring full: the client is behind. Keep the placement and try again later.
     (void)transaction->rollback();
     sequence.tiers.rollback();
-    owed_.push_back(sequence_id);
+    if (!relief) owed_.push_back(sequence_id);
     return false;
   }
   ++next_epoch_;
   ++plans_sent_;
   moves_sent_ += transaction->planned().size();
-  log_.debug("event=plan client_id={} sequence={} epoch={} moves={} step={}", client_id_, sequence_id, epoch,
-             transaction->planned().size(), sequence.tiers.step());
-  pending_.emplace(PendingPlan{epoch, sequence_id, std::move(*transaction)});
+  log_.debug("event=plan client_id={} sequence={} epoch={} moves={} step={} relief={}", client_id_, sequence_id, epoch,
+             transaction->planned().size(), sequence.tiers.step(), relief);
+  pending_.emplace(PendingPlan{epoch, sequence_id, std::move(*transaction), relief});
   return true;
+}
+
+Result<bool> ClientChannel::send_relief() {
+  // One sequence per plan: take the queued tokens of the first sequence still open.
+  while (!relief_.empty()) {
+    const std::uint32_t sequence_id = relief_.front().sequence;
+    std::vector<std::uint32_t> positions;
+    std::erase_if(relief_, [&](const ReliefCandidate& c) {
+      if (c.sequence != sequence_id) return false;
+      positions.push_back(c.position);
+      return true;
+    });
+    auto it = sequences_.find(sequence_id);
+    if (it == sequences_.end()) continue;
+    Sequence& sequence = it->second;
+    std::sort(positions.begin(), positions.end());
+    // Demote to int8 while blocks last (only sequences that opted into T2: the others stay
+    // exact), then evict within the sequence's eviction budget; tokens that left T1 since they
+    // were listed are skipped.
+    const std::string& rule = config_.pools.pressure;
+    const bool demote = int8_allocator_ && tier::int8_enabled(sequence.tiers.params()) &&
+                        (rule == "demote-evict" || rule == "demote");
+    const bool evict = rule == "demote-evict" || rule == "evict";
+    std::uint64_t t2_room = demote ? std::uint64_t{int8_allocator_->available_blocks()} * int8_allocator_->group() : 0;
+    std::uint32_t t3_room = evict ? sequence.tiers.eviction_headroom() : 0;
+    std::vector<tier::TierMove> moves;
+    for (std::uint32_t position : positions) {
+      if (position >= sequence.tiers.length() || sequence.tiers.tier_of(position) != tier::Tier::kT1 ||
+          sequence.tiers.is_protected(position)) {
+        continue;
+      }
+      if (t2_room > 0) {
+        --t2_room;
+        moves.push_back(tier::TierMove{position, tier::Tier::kT1, tier::Tier::kT2});
+      } else if (t3_room > 0) {
+        --t3_room;
+        moves.push_back(tier::TierMove{position, tier::Tier::kT1, tier::Tier::kT3});
+      }
+    }
+    if (moves.empty()) continue;
+    if (auto ok = sequence.tiers.propose(moves); !ok) return tl::unexpected(ok.error());
+    auto sent = send_pending(sequence_id, sequence, moves, true);
+    if (!sent || *sent) return sent;
+  }
+  return false;
 }
 
 bool ClientChannel::publish(std::uint64_t epoch, std::uint32_t sequence_id, std::span<const tier::PlannedMove> moves) {
@@ -250,7 +374,8 @@ Status ClientChannel::resolve(bool applied) {
   pending_.reset();
   Sequence& sequence = sequences_.at(plan.sequence);  // a close resolves its own plan first
   if (applied) {
-    if (auto ok = plan.transaction.commit(sequence.slots); !ok) return ok;
+    count_committed(plan.transaction, plan.relief);
+    if (auto ok = plan.transaction.commit(sequence.slots, &sequence.t2_slots); !ok) return ok;
     sequence.tiers.commit(plan.transaction.accepted());
     ++plans_acked_;
     return {};
@@ -261,7 +386,18 @@ Status ClientChannel::resolve(bool applied) {
   return plan.transaction.rollback();
 }
 
+void ClientChannel::count_committed(const tier::PlanTransaction& transaction, bool relief) {
+  for (const tier::PlannedMove& move : transaction.planned()) {
+    if (move.to == tier::Tier::kT2) ++(relief ? pressure_demotions_ : t2_demotions_);
+    if (move.to == tier::Tier::kT3 && relief) ++pressure_evictions_;
+  }
+}
+
 Status ClientChannel::decide_owed() {
+  if (!pending_ && !relief_.empty()) {
+    // Relief first: another tenant is waiting for these rows.
+    if (auto sent = send_relief(); !sent) return tl::unexpected(sent.error());
+  }
   while (!pending_ && !owed_.empty()) {
     const std::uint32_t id = owed_.front();
     owed_.pop_front();

@@ -8,6 +8,13 @@
 // epoch rolls back). One plan per client is outstanding at a time; sequences that become due
 // meanwhile are decided as soon as it resolves.
 //
+// T2: moves into T2 get fresh int8 blocks, which the daemon quantizes from the tokens' T1 rows
+// before the plan goes out (int8_demotion.hpp). New T1 rows are admitted by the NodeBudget;
+// rows it refuses stay in T0 (backpressure: counted, and noted on the plan ring for the client).
+// Relief: when the budget asks this client to give rows back (node_budget.hpp), the listed T1
+// tokens become a plan of their own (T1 -> T2 or T1 -> T3 per pools.pressure), sent on the
+// client's next free turn, before any owed decision.
+//
 // Everything read from the rings is copied out and validated before use; a violation returns
 // an error and the DataPlane ends the session. Thread-safety: data-plane thread only.
 #pragma once
@@ -16,6 +23,8 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include <asio/io_context.hpp>
 #include <asio/posix/stream_descriptor.hpp>
@@ -23,12 +32,17 @@
 
 #include "data_plane.hpp"
 #include "kvtier/config/config.hpp"
+#include "kvtier/kernels/quantize.hpp"
+#include "kvtier/shm/int8_pool_segment.hpp"
+#include "kvtier/shm/pool_segment.hpp"
+#include "kvtier/tier/block_slot_allocator.hpp"
 #include "kvtier/shm/control_segment.hpp"
 #include "kvtier/shm/segment.hpp"
 #include "kvtier/tier/plan_transaction.hpp"
 #include "kvtier/tier/sequence_tiers.hpp"
 #include "kvtier/tier/slot_allocator.hpp"
 #include "kvtier/tier/slot_map.hpp"
+#include "node_budget.hpp"
 
 namespace kvtier::daemon {
 
@@ -37,10 +51,11 @@ class ClientChannel {
   using FailFn = std::function<void(const Error&)>;
 
   ClientChannel(asio::io_context& io, std::uint32_t client_id, shm::Segment control, const shm::ControlLayout& layout,
-                shm::UniqueFd doorbell, const config::DaemonConfig& config, spdlog::logger& log, FailFn on_fail);
+                shm::UniqueFd doorbell, const config::DaemonConfig& config, NodeBudget& budget, spdlog::logger& log,
+                FailFn on_fail);
   ~ClientChannel();
 
-  void set_pool(shm::Segment pool, const shm::PoolGeometry& geometry);
+  void set_pool(PoolSetup pools);
   void open_sequence(std::uint32_t sequence_id, std::uint32_t prompt_length, const tier::TierParams& params,
                      std::uint32_t digest_dim);
   void close_sequence(std::uint32_t sequence_id);
@@ -50,10 +65,26 @@ class ClientChannel {
   // doorbell and before a close.
   void service();
 
+  // --- for the NodeBudget ---
+  bool has_pool() const noexcept { return allocator_.has_value(); }
+  std::uint32_t weight() const noexcept { return weight_; }
+  // One slot holds a token's row in every layer.
+  std::uint64_t bytes_per_slot() const noexcept { return bytes_per_slot_; }
+  // T1 rows held, an unacknowledged plan's destinations included.
+  std::uint64_t ddr_bytes_used() const noexcept;
+  // Relief asked for and not yet resolved (queued or in the outstanding plan).
+  bool relief_pending() const noexcept;
+  // Appends up to k of this client's lowest-score managed T1 tokens (per sequence; the caller
+  // orders them node-wide).
+  void lowest_t1(std::size_t k, std::vector<ReliefCandidate>& out) const;
+  // Queues relief; acted on by service().
+  void request_relief(std::vector<ReliefCandidate> tokens);
+
  private:
   struct Sequence {
     tier::SequenceTiers tiers;
-    tier::SlotMap slots;
+    tier::SlotMap slots;     // T1
+    tier::SlotMap t2_slots;  // T2
     std::optional<std::uint32_t> last_step;
     std::uint32_t digest_dim = 0;  // key digest width (r_kv), fixed at open
   };
@@ -61,6 +92,7 @@ class ClientChannel {
     std::uint64_t epoch = 0;
     std::uint32_t sequence = 0;
     tier::PlanTransaction transaction;
+    bool relief = false;  // built from request_relief, not from a decision
   };
 
   void arm_doorbell();
@@ -72,6 +104,13 @@ class ClientChannel {
   Status decide_owed();
   // Decides for one sequence and publishes the plan; false when nothing was sent (no moves).
   Result<bool> decide_and_publish(std::uint32_t sequence_id, Sequence& sequence);
+  // Publishes the pending decision of `sequence` (decide() or propose()) as a plan: slots,
+  // admission, quantization, the ring. False when nothing was sent.
+  Result<bool> send_pending(std::uint32_t sequence_id, Sequence& sequence, std::span<const tier::TierMove> moves,
+                            bool relief);
+  // Turns queued relief into one plan; false when there was nothing to send.
+  Result<bool> send_relief();
+  void count_committed(const tier::PlanTransaction& transaction, bool relief);
   bool publish(std::uint64_t epoch, std::uint32_t sequence_id, std::span<const tier::PlannedMove> moves);
   void release_slots(Sequence& sequence);
   void fail(const Error& error);
@@ -83,14 +122,25 @@ class ClientChannel {
   shm::Segment control_;
   shm::DaemonRings rings_;
   asio::posix::stream_descriptor doorbell_;
+  NodeBudget& budget_;
   std::optional<shm::Segment> pool_;
+  std::optional<shm::PoolView> pool_view_;
   std::optional<tier::SlotAllocator> allocator_;
+  std::optional<Int8Pool> int8_;
+  std::optional<shm::Int8PoolView> int8_view_;
+  std::optional<tier::BlockSlotAllocator> int8_allocator_;
+  kernels::Int8Geometry int8_geometry_;
+  std::uint32_t weight_ = 1;
+  std::uint64_t bytes_per_slot_ = 0;
+  std::vector<ReliefCandidate> relief_;  // queued by the NodeBudget
   std::map<std::uint32_t, Sequence> sequences_;
   std::optional<PendingPlan> pending_;
   std::deque<std::uint32_t> owed_;  // sequences due while a plan was outstanding
   std::uint64_t next_epoch_ = 1;
   std::uint64_t score_records_ = 0, plans_sent_ = 0, plans_acked_ = 0, plans_failed_ = 0;
   std::uint64_t moves_sent_ = 0, trimmed_ = 0, errors_ = 0;
+  std::uint64_t t2_demotions_ = 0, pressure_demotions_ = 0, pressure_evictions_ = 0, int8_trimmed_ = 0;
+  shm::BackpressureReason last_backpressure_ = shm::BackpressureReason::kNone;
   bool failed_ = false;
 };
 

@@ -7,7 +7,17 @@
 namespace kvtier::daemon {
 
 DataPlane::DataPlane(asio::io_context& control_io, const config::DaemonConfig& config, spdlog::logger& log)
-    : control_io_(control_io), config_(config), log_(log), work_(asio::make_work_guard(io_)) {}
+    : control_io_(control_io),
+      config_(config),
+      log_(log),
+      work_(asio::make_work_guard(io_)),
+      budget_(config.pools, channels_, [this](std::uint32_t client_id) {
+        // A client asked to give rows back is serviced on its own turn, never inside another
+        // client's decision; it may be gone by then.
+        post([this, client_id] {
+          if (auto it = channels_.find(client_id); it != channels_.end()) it->second->service();
+        });
+      }) {}
 
 DataPlane::~DataPlane() { stop(); }
 
@@ -38,15 +48,15 @@ void DataPlane::attach(std::uint32_t client_id, shm::Segment control, const shm:
   auto state = std::make_shared<std::pair<shm::Segment, shm::UniqueFd>>(std::move(control), std::move(doorbell));
   post([this, client_id, state, layout] {
     channels_[client_id] = std::make_unique<ClientChannel>(
-        io_, client_id, std::move(state->first), layout, std::move(state->second), config_, log_,
+        io_, client_id, std::move(state->first), layout, std::move(state->second), config_, budget_, log_,
         [this, client_id](const Error& error) { report_failure(client_id, error); });
   });
 }
 
-void DataPlane::set_pool(std::uint32_t client_id, shm::Segment pool, const shm::PoolGeometry& geometry) {
-  auto segment = std::make_shared<shm::Segment>(std::move(pool));
-  post([this, client_id, segment, geometry] {
-    if (auto it = channels_.find(client_id); it != channels_.end()) it->second->set_pool(std::move(*segment), geometry);
+void DataPlane::set_pool(std::uint32_t client_id, PoolSetup pools) {
+  auto state = std::make_shared<PoolSetup>(std::move(pools));
+  post([this, client_id, state] {
+    if (auto it = channels_.find(client_id); it != channels_.end()) it->second->set_pool(std::move(*state));
   });
 }
 
@@ -77,7 +87,10 @@ void DataPlane::detach(std::uint32_t client_id, std::function<void()> done) {
 void DataPlane::snapshot(std::function<void(std::vector<ClientSnapshot>)> done) {
   post([this, done = std::move(done)] {
     std::vector<ClientSnapshot> out;
-    for (const auto& [id, channel] : channels_) out.push_back(channel->snapshot());
+    for (const auto& [id, channel] : channels_) {
+      out.push_back(channel->snapshot());
+      out.back().ddr_share_bytes = budget_.share_bytes(*channel);
+    }
     asio::post(control_io_, [done, out = std::move(out)]() mutable { done(std::move(out)); });
   });
 }

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -23,10 +24,13 @@
 
 #include "kvtier/config/config.hpp"
 #include "kvtier/shm/control_layout.hpp"
+#include "kvtier/kernels/kv_layout.hpp"
+#include "kvtier/shm/int8_pool_geometry.hpp"
 #include "kvtier/shm/pool_geometry.hpp"
 #include "kvtier/shm/segment.hpp"
 #include "kvtier/shm/unique_fd.hpp"
 #include "kvtier/tier/tier_params.hpp"
+#include "node_budget.hpp"
 
 namespace kvtier::daemon {
 
@@ -46,7 +50,25 @@ struct ClientSnapshot {
   std::uint32_t pool_slots_used = 0;
   std::uint64_t score_records = 0, scores_dropped = 0, plans_sent = 0, plans_acked = 0, errors = 0;
   std::uint64_t plans_failed = 0, moves_sent = 0, backpressure_tokens = 0;
+  std::uint64_t ddr_bytes_used = 0, ddr_share_bytes = 0, int8_bytes_used = 0;
+  std::uint32_t int8_slots = 0, int8_slots_used = 0;
+  std::uint64_t t2_demotions = 0, pressure_demotions = 0, pressure_evictions = 0, int8_trimmed = 0;
+  std::uint32_t last_backpressure = 0;  // shm::BackpressureReason
   std::vector<SequenceSnapshot> sequences;
+};
+
+struct Int8Pool {
+  shm::Segment segment;
+  shm::Int8PoolGeometry geometry;
+};
+
+// A client's host pools, created at RegisterModel.
+struct PoolSetup {
+  shm::Segment ddr;
+  shm::PoolGeometry geometry;
+  std::optional<Int8Pool> int8;
+  kernels::KvDtype dtype = kernels::KvDtype::kF16;  // of the rows (the int8 tier quantizes them)
+  std::uint32_t weight = 1;                         // share of the node DDR budget (NodeBudget)
 };
 
 class DataPlane {
@@ -61,7 +83,7 @@ class DataPlane {
   void stop();
 
   void attach(std::uint32_t client_id, shm::Segment control, const shm::ControlLayout& layout, shm::UniqueFd doorbell);
-  void set_pool(std::uint32_t client_id, shm::Segment pool, const shm::PoolGeometry& geometry);
+  void set_pool(std::uint32_t client_id, PoolSetup pools);
   // Both complete on the control thread, after the data plane has taken the change into account:
   // a client learns a sequence id only once score records for it are accepted, and a close
   // first drains the ring so records pushed before it still count.
@@ -85,6 +107,7 @@ class DataPlane {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   FailHandler on_fail_;
   std::map<std::uint32_t, std::unique_ptr<ClientChannel>> channels_;
+  NodeBudget budget_;  // node-wide DDR accounting over channels_
   std::jthread thread_;
 };
 

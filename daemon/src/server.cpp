@@ -13,6 +13,7 @@
 #include "kvtier/protocol/version.hpp"
 #include "kvtier/shm/control_layout.hpp"
 #include "kvtier/shm/control_segment.hpp"
+#include "kvtier/shm/int8_pool_segment.hpp"
 #include "kvtier/shm/layout.hpp"
 #include "kvtier/shm/pool_segment.hpp"
 #include "kvtier/shm/segment.hpp"
@@ -104,33 +105,57 @@ Result<EngineAttachment> Server::attach_engine(Session& session) {
   return attachment;
 }
 
-Result<PoolGrant> Server::register_pool(Session& session, const shm::PoolGeometry& geometry) {
-  const std::uint64_t bytes = sizeof(shm::SegmentHeader) + shm::pool_payload_bytes(geometry);
-  if (bytes > config_.limits.max_pool_bytes_per_client) {
-    return make_error(Errc::kLimitExceeded, "pool of " + std::to_string(bytes) +
-                                                " bytes exceeds limits.max_pool_bytes_per_client=" +
+Result<PoolGrant> Server::register_pool(Session& session, const PoolRequest& request) {
+  // pools.ddr_bytes_total caps DDR rows in use (the data plane's NodeBudget), not segment sizes.
+  const std::uint64_t ddr_bytes = sizeof(shm::SegmentHeader) + shm::pool_payload_bytes(request.ddr);
+  const std::uint64_t int8_bytes =
+      request.int8 ? sizeof(shm::SegmentHeader) + shm::int8_pool_payload_bytes(*request.int8) : 0;
+  if (ddr_bytes + int8_bytes > config_.limits.max_pool_bytes_per_client) {
+    return make_error(Errc::kLimitExceeded, "pools of " + std::to_string(ddr_bytes) + " (DDR) + " +
+                                                std::to_string(int8_bytes) +
+                                                " (int8) bytes exceed limits.max_pool_bytes_per_client=" +
                                                 std::to_string(config_.limits.max_pool_bytes_per_client));
   }
-  const std::uint64_t total = config_.pools.ddr_bytes_total;
-  if (total != 0 && pool_bytes_used_ + bytes > total) {
-    return make_error(Errc::kLimitExceeded, "pool of " + std::to_string(bytes) + " bytes does not fit: " +
-                                                std::to_string(pool_bytes_used_) + " of pools.ddr_bytes_total=" +
-                                                std::to_string(total) + " in use");
+  const std::uint64_t int8_total = config_.pools.int8_bytes_total;
+  if (int8_total != 0 && int8_bytes_used_ + int8_bytes > int8_total) {
+    return make_error(Errc::kLimitExceeded, "int8 pool of " + std::to_string(int8_bytes) + " bytes does not fit: " +
+                                                std::to_string(int8_bytes_used_) + " of pools.int8_bytes_total=" +
+                                                std::to_string(int8_total) + " in use");
   }
-  auto name = segment_name(session.client_id(), shm::SegmentKind::kPool);
+  const std::uint32_t id = session.client_id();
+  auto name = segment_name(id, shm::SegmentKind::kPool);
   if (!name) return tl::unexpected(name.error());
-  auto segment = shm::create_pool_segment(*name, geometry, epoch_, session.client_id());
+  auto segment = shm::create_pool_segment(*name, request.ddr, epoch_, id);
   if (!segment) return tl::unexpected(segment.error());
   auto client_fd = shm::UniqueFd::duplicate(segment->fd());
   if (!client_fd) return tl::unexpected(client_fd.error());
-  PoolGrant grant{std::move(*client_fd), segment->size()};
-  clients_.at(session.client_id()).pool_bytes = segment->size();
-  pool_bytes_used_ += segment->size();
-  data_plane_.set_pool(session.client_id(), std::move(*segment), geometry);
+  PoolGrant grant{std::move(*client_fd), segment->size(), {}, 0, request.weight};
+  std::optional<shm::Segment> int8_segment;
+  if (request.int8) {
+    auto int8_name = segment_name(id, shm::SegmentKind::kInt8Pool);
+    if (!int8_name) return tl::unexpected(int8_name.error());
+    auto created = shm::create_int8_pool_segment(*int8_name, *request.int8, epoch_, id);
+    if (!created) return tl::unexpected(created.error());
+    auto int8_fd = shm::UniqueFd::duplicate(created->fd());
+    if (!int8_fd) return tl::unexpected(int8_fd.error());
+    grant.int8_fd = std::move(*int8_fd);
+    grant.int8_segment_bytes = created->size();
+    int8_segment.emplace(std::move(*created));
+  }
+  ClientRecord& record = clients_.at(id);
+  record.pool_bytes = grant.segment_bytes + grant.int8_segment_bytes;
+  record.int8_bytes = grant.int8_segment_bytes;
+  record.weight = request.weight;
+  pool_bytes_used_ += record.pool_bytes;
+  int8_bytes_used_ += record.int8_bytes;
+  std::optional<Int8Pool> int8;
+  if (int8_segment) int8.emplace(Int8Pool{std::move(*int8_segment), *request.int8});
+  data_plane_.set_pool(id, PoolSetup{std::move(*segment), request.ddr, std::move(int8), request.dtype, request.weight});
   report_status();
-  log_.info("event=model_registered client_id={} layers={} kv_heads={} head_dim={} slots={} pool_bytes={}",
-            session.client_id(), geometry.num_layers, geometry.num_kv_heads, geometry.head_dim, geometry.slots,
-            grant.segment_bytes);
+  log_.info("event=model_registered client_id={} layers={} kv_heads={} head_dim={} slots={} pool_bytes={} "
+            "int8_slots={} int8_bytes={} weight={}",
+            id, request.ddr.num_layers, request.ddr.num_kv_heads, request.ddr.head_dim, request.ddr.slots,
+            grant.segment_bytes, request.int8 ? request.int8->slots() : 0, grant.int8_segment_bytes, request.weight);
   return grant;
 }
 
@@ -180,6 +205,7 @@ void Server::reclaim(std::uint32_t client_id) {
     auto found = clients_.find(client_id);
     if (found == clients_.end()) return;
     pool_bytes_used_ -= found->second.pool_bytes;
+    int8_bytes_used_ -= found->second.int8_bytes;
     log_.info("event=client_reclaimed client_id={} pid={} pool_bytes={}", client_id, found->second.peer.pid,
               found->second.pool_bytes);
     clients_.erase(found);
@@ -224,7 +250,14 @@ void Server::build_status(std::function<void(capnp::MallocMessageBuilder&)> repl
     status.setUptimeSeconds(static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count()));
     status.setDdrBytesTotal(config_.pools.ddr_bytes_total);
-    status.setDdrBytesUsed(pool_bytes_used_);
+    std::uint64_t ddr_used = 0, int8_used = 0;
+    for (const auto& snapshot : dynamic) {
+      ddr_used += snapshot.ddr_bytes_used;
+      int8_used += snapshot.int8_bytes_used;
+    }
+    status.setDdrBytesUsed(ddr_used);
+    status.setInt8BytesTotal(config_.pools.int8_bytes_total);
+    status.setInt8BytesUsed(int8_used);
     std::vector<std::pair<const ClientRecord*, const ClientSnapshot*>> engines;
     for (const auto& snapshot : dynamic) {
       auto it = clients_.find(snapshot.client_id);
@@ -256,6 +289,16 @@ void Server::build_status(std::function<void(capnp::MallocMessageBuilder&)> repl
       out.setPlansFailed(snap->plans_failed);
       out.setMovesSent(snap->moves_sent);
       out.setBackpressureTokens(snap->backpressure_tokens);
+      out.setWeight(record->weight);
+      out.setDdrBytesUsed(snap->ddr_bytes_used);
+      out.setDdrShareBytes(snap->ddr_share_bytes);
+      out.setInt8Slots(snap->int8_slots);
+      out.setInt8SlotsUsed(snap->int8_slots_used);
+      out.setT2Demotions(snap->t2_demotions);
+      out.setPressureDemotions(snap->pressure_demotions);
+      out.setPressureEvictions(snap->pressure_evictions);
+      out.setInt8Trimmed(snap->int8_trimmed);
+      out.setLastBackpressure(static_cast<wire::Backpressure>(snap->last_backpressure));
       auto sequences = out.initSequences(static_cast<unsigned>(snap->sequences.size()));
       for (unsigned s = 0; s < snap->sequences.size(); ++s) {
         const SequenceSnapshot& seq = snap->sequences[s];
@@ -272,6 +315,7 @@ void Server::build_status(std::function<void(capnp::MallocMessageBuilder&)> repl
         o.setEvictRatio(seq.params.evict_ratio);
         o.setMode(to_wire(seq.params.mode));
         o.setPolicy(to_wire(seq.params.policy));
+        o.setInt8Ratio(seq.params.int8_ratio);
       }
     }
     reply(message);

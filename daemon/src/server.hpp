@@ -23,6 +23,8 @@
 
 #include "data_plane.hpp"
 #include "kvtier/config/config.hpp"
+#include "kvtier/kernels/kv_layout.hpp"
+#include "kvtier/shm/int8_pool_geometry.hpp"
 #include "kvtier/shm/layout.hpp"
 #include "kvtier/shm/pool_geometry.hpp"
 #include "kvtier/shm/unique_fd.hpp"
@@ -39,9 +41,20 @@ struct EngineAttachment {
   std::uint64_t control_bytes = 0;
 };
 
+// What a client asks for at RegisterModel, after the session validated it.
+struct PoolRequest {
+  shm::PoolGeometry ddr;
+  std::optional<shm::Int8PoolGeometry> int8;  // none: no T2 for this client
+  kernels::KvDtype dtype = kernels::KvDtype::kF16;
+  std::uint32_t weight = 1;  // clamped to [1, pools.max_client_weight]
+};
+
 struct PoolGrant {
   shm::UniqueFd pool_fd;
   std::uint64_t segment_bytes = 0;
+  shm::UniqueFd int8_fd;  // invalid when no int8 pool was asked for
+  std::uint64_t int8_segment_bytes = 0;
+  std::uint32_t weight = 1;
 };
 
 class Server {
@@ -63,7 +76,7 @@ class Server {
   DataPlane& data_plane() { return data_plane_; }
 
   Result<EngineAttachment> attach_engine(Session& session);
-  Result<PoolGrant> register_pool(Session& session, const shm::PoolGeometry& geometry);
+  Result<PoolGrant> register_pool(Session& session, const PoolRequest& request);
   void build_status(std::function<void(capnp::MallocMessageBuilder&)> reply);
   void count_error(std::uint32_t client_id);
   void on_session_closed(std::uint32_t client_id);
@@ -77,7 +90,9 @@ class Server {
     std::shared_ptr<Session> session;
     PeerCredentials peer;
     std::unique_ptr<asio::posix::stream_descriptor> pidfd;
-    std::uint64_t pool_bytes = 0;
+    std::uint64_t pool_bytes = 0;  // DDR and int8 segments
+    std::uint64_t int8_bytes = 0;  // int8 segment
+    std::uint32_t weight = 1;
     std::uint64_t errors = 0;
     bool engine = false;
     bool closed = false;
@@ -101,7 +116,8 @@ class Server {
   std::unique_ptr<asio::local::stream_protocol::acceptor> acceptor_;
   std::map<std::uint32_t, ClientRecord> clients_;
   std::uint32_t next_client_id_ = 1;
-  std::uint64_t pool_bytes_used_ = 0;
+  std::uint64_t pool_bytes_used_ = 0;  // segment bytes, DDR and int8
+  std::uint64_t int8_bytes_used_ = 0;  // int8 segment bytes (pools.int8_bytes_total)
   bool stopping_ = false;
 };
 

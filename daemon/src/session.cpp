@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <asio/write.hpp>
@@ -152,13 +153,31 @@ Status Session::on_hello(wire::Hello::Reader hello) {
 Status Session::on_register(wire::RegisterModel::Reader request) {
   if (!is_engine()) return make_error(Errc::kPermissionDenied, "RegisterModel needs the engine role");
   if (geometry_) return make_error(Errc::kBadState, "model already registered");
-  const std::uint32_t dtype_bytes = request.getDtype() == wire::KvDtype::F32 ? 4u : 2u;
+  PoolRequest pool;
+  switch (request.getDtype()) {
+    case wire::KvDtype::F16: pool.dtype = kernels::KvDtype::kF16; break;
+    case wire::KvDtype::BF16: pool.dtype = kernels::KvDtype::kBf16; break;
+    case wire::KvDtype::F32: pool.dtype = kernels::KvDtype::kF32; break;
+    default: return make_error(Errc::kInvalidArgument, "unknown KV dtype");
+  }
   auto geometry = shm::make_pool_geometry(request.getNumLayers(), request.getNumKvHeads(), request.getHeadDim(),
-                                          dtype_bytes, request.getPoolTokens());
+                                          static_cast<std::uint32_t>(kernels::dtype_bytes(pool.dtype)),
+                                          request.getPoolTokens());
   if (!geometry) return make_error(Errc::kInvalidArgument, "bad KV geometry: " + geometry.error().message);
-  auto granted = server_.register_pool(*this, *geometry);
+  pool.ddr = *geometry;
+  const auto& pools = server_.config().pools;
+  if (const std::uint32_t tokens = request.getInt8PoolTokens(); tokens != 0) {
+    const std::uint32_t group = pools.int8_group_tokens;
+    auto int8 = shm::make_int8_pool_geometry(geometry->num_layers, geometry->num_kv_heads, geometry->head_dim, group,
+                                             tokens / group + (tokens % group != 0 ? 1 : 0));
+    if (!int8) return make_error(Errc::kInvalidArgument, "bad int8 pool: " + int8.error().message);
+    pool.int8 = *int8;
+  }
+  pool.weight = std::clamp<std::uint32_t>(request.getWeight(), 1, pools.max_client_weight);
+  auto granted = server_.register_pool(*this, pool);
   if (!granted) return tl::unexpected(granted.error());
   geometry_ = *geometry;
+  int8_slots_ = pool.int8 ? pool.int8->slots() : 0;
   dtype_ = request.getDtype();
   model_name_ = std::string(request.getModelName().cStr()).substr(0, 63);
   capnp::MallocMessageBuilder reply;
@@ -166,8 +185,15 @@ Status Session::on_register(wire::RegisterModel::Reader request) {
   registered.setPoolSegmentBytes(granted->segment_bytes);
   registered.setPoolSlots(geometry->slots);
   registered.setRowBytes(static_cast<std::uint32_t>(geometry->row_bytes()));
+  registered.setWeight(granted->weight);
   std::vector<shm::UniqueFd> fds;
   fds.push_back(std::move(granted->pool_fd));
+  if (pool.int8) {
+    registered.setInt8SegmentBytes(granted->int8_segment_bytes);
+    registered.setInt8Slots(pool.int8->slots());
+    registered.setInt8GroupTokens(pool.int8->group_tokens);
+    fds.push_back(std::move(granted->int8_fd));
+  }
   send(reply, std::move(fds));
   return {};
 }
@@ -190,6 +216,17 @@ Status Session::on_open(wire::OpenSequence::Reader request) {
   auto params = tier_params_from_wire(request.getTiering(), server_.config().tiering,
                                       (std::uint64_t{client_id_} << 32) | id);
   if (!params) return tl::unexpected(params.error());
+  if (params->int8_ratio > 0.0 || params->int8_tokens != 0) {
+    if (request.getTiering().getUseDefaults()) {
+      // The node default asks for T2; a client without an int8 pool simply has none.
+      if (int8_slots_ == 0) params->int8_ratio = 0.0;
+    } else if (int8_slots_ == 0) {
+      return make_error(Errc::kBadState, "sequence asks for the int8 tier (int8Ratio " +
+                                             std::to_string(params->int8_ratio) + ", int8Tokens " +
+                                             std::to_string(params->int8_tokens) +
+                                             ") but the client registered no int8 pool (int8PoolTokens 0)");
+    }
+  }
   const std::uint32_t digest_dim = request.getTiering().getKeyDigestDim();
   if (digest_dim > protocol::kMaxKeyDigestDim) {
     return make_error(Errc::kInvalidArgument, "keyDigestDim " + std::to_string(digest_dim) + " exceeds " +

@@ -78,6 +78,7 @@ class Session : public std::enable_shared_from_this<Session> {
   wire::SessionRole role_ = wire::SessionRole::ENGINE;
   std::string name_;
   std::optional<shm::PoolGeometry> geometry_;
+  std::uint32_t int8_slots_ = 0;  // 0: the client has no int8 pool
   std::string model_name_;
   wire::KvDtype dtype_ = wire::KvDtype::F16;
   std::set<std::uint32_t> sequences_;

@@ -29,6 +29,7 @@ tier::TierParams tier_defaults(const config::TieringSection& tiering, std::uint6
   params.hysteresis = tiering.hysteresis;
   params.decay = tiering.decay;
   params.mode = from_config(tiering.eviction_mode);
+  params.int8_ratio = tiering.int8_ratio;
   return params;
 }
 
@@ -65,6 +66,8 @@ Result<tier::TierParams> tier_params_from_wire(wire::TierParams::Reader wire, co
   params.value_protect_ratio = wire.getValueProtectRatio();
   params.value_protect_tokens = wire.getValueProtectTokens();
   params.rkv_lambda = wire.getRkvLambda();
+  params.int8_ratio = wire.getInt8Ratio();
+  params.int8_tokens = wire.getInt8Tokens();
   if (auto ok = tier::validate(params); !ok) return tl::unexpected(ok.error());
   return params;
 }

@@ -5,9 +5,11 @@
 // Speed (goal C7: bf16 bytes/s at least half of memcpy's): every loop is specialised on the
 // dtype at compile time, has no branches (selects only) and vectorizes under GCC/Clang without
 // -ffast-math. Keys are read straight from the rows (widen the channel ranges in memory order,
-// then encode); values go through one f32 copy of the row so the range pass vectorizes; decode
-// rounds straight into the dtype, skipping the NaN select where the block's parameters are
-// finite (then no result can be NaN). Scratch is allocated once per call and never zeroed.
+// kWiden rows per pass, then encode); values go through one f32 copy of the row so the range
+// pass vectorizes, one call per row; lane ranges reduce in registers; codes skip the clamps
+// where they provably cannot bite (encode_in_range); decode rounds straight into the dtype,
+// skipping the NaN select where the block's parameters are finite (then no result can be NaN).
+// Scratch is allocated once per call and never zeroed.
 // Exactness: min/max keep the select semantics `v < lo ? v : lo`, ranges reduce their lanes in a
 // fixed order (a faster tree only where it gives the same bits), and the f32 expressions are the
 // scalar definition's, so outputs are bit-for-bit those of the plain scalar loops (a unit test
@@ -18,7 +20,6 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <string>
 
 #include "quantize_blocks.hpp"
 
@@ -29,96 +30,40 @@
 #else
 #define KVTIER_HOT
 #endif
+// Helpers that take or return vectors: always inlined into the (cloned) loops, since an outlined
+// copy is compiled for the baseline ISA, where a 64-byte vector is taken apart lane by lane.
+#define KVTIER_VEC_INLINE inline __attribute__((always_inline))
+
+// Vectors are returned by value only from inline helpers of this file (internal linkage), so the
+// ABI note that GCC and Clang give for them is moot.
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 
 namespace kvtier::kernels {
+using namespace detail;  // the element helpers of quantize_blocks.hpp
 namespace {
 
 constexpr std::size_t kLanes = 16;
-constexpr float kLevels = 255.0f;
+constexpr std::size_t kWiden = 4;  // rows per key-range pass
 
-// f32_to_bf16 / f32_to_f16 without early returns: every path computed, the right one selected.
-inline std::uint16_t bf16_select(float f) noexcept {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
-  const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  const std::uint32_t nan = (u >> 16) | 0x0040u;
-  return static_cast<std::uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
-}
-
-inline std::uint16_t f16_select(float f) noexcept {
-  const std::uint32_t all = std::bit_cast<std::uint32_t>(f);
-  const std::uint32_t sign = (all >> 16) & 0x8000u;
-  const std::uint32_t u = all & 0x7FFFFFFFu;
-  const std::uint32_t big = u > 0x7F800000u ? 0x7E00u : 0x7C00u;
-  const std::uint32_t tiny = std::bit_cast<std::uint32_t>(std::bit_cast<float>(u) + 0.5f) - 0x3F000000u;
-  const std::uint32_t normal = (u + 0xC8000FFFu + ((u >> 13) & 1u)) >> 13;
-  const std::uint32_t out = u >= 0x47800000u ? big : u < 0x38800000u ? tiny : normal;
-  return static_cast<std::uint16_t>(out | sign);
-}
-
-inline std::uint16_t load_u16(const std::byte* p) noexcept {
-  std::uint16_t bits;
-  std::memcpy(&bits, p, sizeof bits);
-  return bits;
-}
-
-// Element i of a row in dtype D, as f32 (exact).
-template <KvDtype D>
-inline float load(const std::byte* src, std::size_t i) noexcept {
-  if constexpr (D == KvDtype::kF32) {
-    float f;
-    std::memcpy(&f, src + 4 * i, sizeof f);
-    return f;
-  } else if constexpr (D == KvDtype::kBf16) {
-    return std::bit_cast<float>(std::uint32_t{load_u16(src + 2 * i)} << 16);  // a shift
-  } else {
-    return f16_to_f32(load_u16(src + 2 * i));
-  }
-}
-
-// Element i of a row in dtype D from f32 (round to nearest even, as f32_to_bf16 / f32_to_f16).
-// kNoNaN: the caller knows x is not NaN, so bf16 needs only the rounding (the NaN select of
-// bf16_select would pick the rounded value anyway).
-template <KvDtype D, bool kNoNaN = false>
-inline void store(std::byte* dst, std::size_t i, float x) noexcept {
-  if constexpr (D == KvDtype::kF32) {
-    std::memcpy(dst + 4 * i, &x, sizeof x);
-  } else if constexpr (D == KvDtype::kBf16 && kNoNaN) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
-    const auto bits = static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-    std::memcpy(dst + 2 * i, &bits, sizeof bits);
-  } else {
-    const std::uint16_t bits = D == KvDtype::kBf16 ? bf16_select(x) : f16_select(x);
-    std::memcpy(dst + 2 * i, &bits, sizeof bits);
-  }
-}
-
-// round((x − lo)·inv) clamped to 0..255, half up; NaN gives 0. Written as: v = max(v, 0) (also
-// NaN → 0), +0.5, truncate, then an unsigned min with 255, which catches both large values and
-// the 0x80000000 that the conversion gives for +inf or v >= 2^31 — the same code, for every
-// input, as clamping to [0, 255] in float first, but it vectorizes to max/cvt/min instead of
-// compare-and-blend chains.
-inline std::uint8_t encode(float x, float lo, float inv_scale) noexcept {
-  float v = (x - lo) * inv_scale;
-  v = v > 0.0f ? v : 0.0f;
-  const auto code = static_cast<std::uint32_t>(static_cast<std::int32_t>(v + 0.5f));
-  return static_cast<std::uint8_t>(code < 255u ? code : 255u);
-}
-
-// lo[i] = hi[i] = element i of src, for i < n: the first row of a block starts the ranges.
-template <KvDtype D>
-KVTIER_HOT void start_ranges(const std::byte* __restrict src, std::size_t n, float* __restrict lo,
+// lo[i] = min(lo[i], v), hi[i] = max(hi[i], v) for v = element i of src[0], ..., src[K − 1] in
+// that order, for i < n. K rows per pass: the ranges are loaded and stored once per K rows.
+template <KvDtype D, std::size_t K>
+KVTIER_HOT void widen_ranges(const std::byte* const* src, std::size_t n, float* __restrict lo,
                              float* __restrict hi) noexcept {
-  for (std::size_t i = 0; i < n; ++i) lo[i] = hi[i] = load<D>(src, i);
-}
-
-// lo[i] = min(lo[i], v), hi[i] = max(hi[i], v) with v = element i of src, for i < n.
-template <KvDtype D>
-KVTIER_HOT void widen_ranges(const std::byte* __restrict src, std::size_t n, float* __restrict lo,
-                             float* __restrict hi) noexcept {
+  const std::byte* row[K];
+  for (std::size_t k = 0; k < K; ++k) row[k] = src[k];
   for (std::size_t i = 0; i < n; ++i) {
-    const float v = load<D>(src, i);
-    lo[i] = v < lo[i] ? v : lo[i];
-    hi[i] = v > hi[i] ? v : hi[i];
+    float l = lo[i];
+    float h = hi[i];
+    for (std::size_t k = 0; k < K; ++k) {
+      const float v = load<D>(row[k], i);
+      l = v < l ? v : l;
+      h = v > h ? v : h;
+    }
+    lo[i] = l;
+    hi[i] = h;
   }
 }
 
@@ -132,92 +77,132 @@ KVTIER_HOT void convert(const std::byte* __restrict src, std::size_t n, float* _
 // unrolled; this stays vectorized as long as its lanes are never indexed one by one.
 using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
 
-// Min and max of the kLanes lanes in lane order, starting from `first` (the head's first
-// element, also lane 0's starting value, so it never changes the result). A chain of kLanes
-// dependent selects is slow; a tree of selects gives the same bits whenever the extreme value is
-// neither NaN nor ±0 (then every lane holding it holds the same bit pattern), which is checked;
-// otherwise the ordered chain runs.
-inline void reduce_lanes(const float* lanes_lo, const float* lanes_hi, float first, float& lo,
-                         float& hi) noexcept {
-  float tree_lo[kLanes];
-  float tree_hi[kLanes];
-  float sum[kLanes];  // a tree sum: NaN if any lane is NaN (or inf − inf: also the ordered way)
-  for (std::size_t k = 0; k < kLanes; ++k) {
-    tree_lo[k] = lanes_lo[k];
-    tree_hi[k] = lanes_hi[k];
-    sum[k] = lanes_lo[k] + lanes_hi[k];
-  }
-  for (std::size_t width = kLanes / 2; width > 0; width /= 2) {
-    for (std::size_t k = 0; k < width; ++k) {
-      const float a_lo = tree_lo[k];
-      const float b_lo = tree_lo[k + width];
-      const float a_hi = tree_hi[k];
-      const float b_hi = tree_hi[k + width];
-      tree_lo[k] = b_lo < a_lo ? b_lo : a_lo;
-      tree_hi[k] = b_hi > a_hi ? b_hi : a_hi;
-      sum[k] += sum[k + width];
-    }
-  }
-  if (sum[0] == sum[0] && tree_lo[0] != 0.0f && tree_hi[0] != 0.0f) [[likely]] {
-    lo = tree_lo[0];
-    hi = tree_hi[0];
-    return;
-  }
-  lo = first;
-  hi = first;
-  for (std::size_t k = 0; k < kLanes; ++k) {
-    lo = lanes_lo[k] < lo ? lanes_lo[k] : lo;
-    hi = lanes_hi[k] > hi ? lanes_hi[k] : hi;
+// Lower and upper halves of a float vector of 16, 8 or 4 lanes.
+template <class V>
+KVTIER_VEC_INLINE auto low_half(const V& v) noexcept {
+  if constexpr (sizeof(V) == 64) return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+  else if constexpr (sizeof(V) == 32) return __builtin_shufflevector(v, v, 0, 1, 2, 3);
+  else return __builtin_shufflevector(v, v, 0, 1);
+}
+template <class V>
+KVTIER_VEC_INLINE auto high_half(const V& v) noexcept {
+  if constexpr (sizeof(V) == 64) return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  else if constexpr (sizeof(V) == 32) return __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  else return __builtin_shufflevector(v, v, 2, 3);
+}
+
+// A tree over the lanes: lane k of each level selects between lanes k and k + width of the level
+// above, down to one lane: min, max and a sum (NaN if any lane is NaN, or on inf − inf: then the
+// ordered way runs too). Halving the vector keeps it in registers, where a lane array spills.
+template <class V>
+KVTIER_VEC_INLINE void tree(const V& lo, const V& hi, const V& sum, float& tree_lo, float& tree_hi,
+                            float& tree_sum) noexcept {
+  if constexpr (sizeof(V) == 2 * sizeof(float)) {
+    tree_lo = lo[1] < lo[0] ? lo[1] : lo[0];
+    tree_hi = hi[1] > hi[0] ? hi[1] : hi[0];
+    tree_sum = sum[0] + sum[1];
+  } else {
+    const auto a_lo = low_half(lo), b_lo = high_half(lo);
+    const auto a_hi = low_half(hi), b_hi = high_half(hi);
+    tree(b_lo < a_lo ? b_lo : a_lo, b_hi > a_hi ? b_hi : a_hi, low_half(sum) + high_half(sum),
+         tree_lo, tree_hi, tree_sum);
   }
 }
 
-// Per-head minimum and maximum of x[h·D, (h+1)·D), h < heads, D = dim >= 1. The definition
-// (bit-exact when +0 and -0 meet): per head, kLanes lanes start at the first kLanes elements and
-// take in each later full chunk of kLanes by lane; then, starting from the head's first element,
-// the lanes in lane order, then the tail elements in order.
-KVTIER_HOT void head_ranges(const float* __restrict x, std::size_t heads, std::size_t dim,
-                            float* __restrict lo, float* __restrict hi) noexcept {
+// Min and max of the kLanes lanes in lane order, starting from `first` (the head's first
+// element, also lane 0's starting value, so it never changes the result). A chain of kLanes
+// dependent selects is slow; the tree gives the same bits whenever the extreme value is neither
+// NaN nor ±0 (then every lane holding it holds the same bit pattern), which is checked;
+// otherwise the ordered chain runs. Returns false when a lane may be NaN (then it has been NaN
+// since its first element and ignored the later ones, which the range may then not hold).
+KVTIER_VEC_INLINE bool reduce_lanes(const Lanes& lanes_lo, const Lanes& lanes_hi, float first, float& lo,
+                         float& hi) noexcept {
+  float tree_lo, tree_hi, sum;
+  tree(lanes_lo, lanes_hi, lanes_lo + lanes_hi, tree_lo, tree_hi, sum);
+  if (sum == sum && tree_lo != 0.0f && tree_hi != 0.0f) [[likely]] {
+    lo = tree_lo;
+    hi = tree_hi;
+    return true;
+  }
+  float out_lo[kLanes];
+  float out_hi[kLanes];
+  std::memcpy(out_lo, &lanes_lo, sizeof out_lo);
+  std::memcpy(out_hi, &lanes_hi, sizeof out_hi);
+  lo = first;
+  hi = first;
+  for (std::size_t k = 0; k < kLanes; ++k) {
+    lo = out_lo[k] < lo ? out_lo[k] : lo;
+    hi = out_hi[k] > hi ? out_hi[k] : hi;
+  }
+  return sum == sum;
+}
+
+// Minimum and maximum of v[0, dim), dim >= 1. The definition (bit-exact when +0 and -0 meet):
+// kLanes lanes start at the first kLanes elements and take in each later full chunk of kLanes by
+// lane; then, starting from the first element, the lanes in lane order, then the tail elements
+// in order. Returns true when the range holds every element but NaNs (or is NaN itself): no lane
+// stuck at a NaN first element.
+KVTIER_VEC_INLINE bool head_range(const float* __restrict v, std::size_t dim, float& lo, float& hi) noexcept {
   const std::size_t full = dim / kLanes * kLanes;
+  bool held = true;
+  lo = v[0];
+  hi = v[0];
+  if (full != 0) {
+    Lanes lanes_lo;
+    std::memcpy(&lanes_lo, v, sizeof lanes_lo);
+    Lanes lanes_hi = lanes_lo;
+    for (std::size_t i = kLanes; i < full; i += kLanes) {
+      Lanes w;
+      std::memcpy(&w, v + i, sizeof w);
+      lanes_lo = w < lanes_lo ? w : lanes_lo;  // per lane: the scalar select
+      lanes_hi = w > lanes_hi ? w : lanes_hi;
+    }
+    held = reduce_lanes(lanes_lo, lanes_hi, v[0], lo, hi);
+  }
+  for (std::size_t i = full; i < dim; ++i) {
+    lo = v[i] < lo ? v[i] : lo;
+    hi = v[i] > hi ? v[i] : hi;
+  }
+  return held;
+}
+
+// The values of one row (src: heads·dim elements of dtype D) into its int8 row: per token and
+// head, the range, value_scale and value_min, then the codes. One call per row: the f32 copy
+// (x, heads·dim floats) makes the range pass a plain f32 one, not a conversion.
+template <KvDtype D>
+KVTIER_HOT void quantize_values(const std::byte* __restrict src, std::size_t heads,
+                                std::size_t dim, float* __restrict x,
+                                std::byte* __restrict row) noexcept {
+  for (std::size_t i = 0; i < heads * dim; ++i) x[i] = load<D>(src, i);
+  auto* const codes = reinterpret_cast<std::uint8_t*>(row + 8 * heads + heads * dim);
   for (std::size_t h = 0; h < heads; ++h) {
     const float* v = x + h * dim;
-    float head_lo = v[0];
-    float head_hi = v[0];
-    if (full != 0) {
-      Lanes lanes_lo;
-      std::memcpy(&lanes_lo, v, sizeof lanes_lo);
-      Lanes lanes_hi = lanes_lo;
-      for (std::size_t i = kLanes; i < full; i += kLanes) {
-        Lanes w;
-        std::memcpy(&w, v + i, sizeof w);
-        lanes_lo = w < lanes_lo ? w : lanes_lo;  // per lane: the scalar select
-        lanes_hi = w > lanes_hi ? w : lanes_hi;
-      }
-      float out_lo[kLanes];
-      float out_hi[kLanes];
-      std::memcpy(out_lo, &lanes_lo, sizeof out_lo);
-      std::memcpy(out_hi, &lanes_hi, sizeof out_hi);
-      reduce_lanes(out_lo, out_hi, v[0], head_lo, head_hi);
+    float lo, hi;
+    const bool held = head_range(v, dim, lo, hi);
+    const float range = hi - lo;
+    const float scale = range / kLevels;
+    const float inv = range > 0.0f ? kLevels / range : 0.0f;
+    std::memcpy(row + h * sizeof(float), &scale, sizeof(float));
+    std::memcpy(row + (heads + h) * sizeof(float), &lo, sizeof(float));
+    std::uint8_t* out = codes + h * dim;
+    if (held && is_finite(inv)) {
+      for (std::size_t i = 0; i < dim; ++i) out[i] = encode_in_range(v[i], lo, inv);
+    } else {
+      for (std::size_t i = 0; i < dim; ++i) out[i] = encode(v[i], lo, inv);
     }
-    for (std::size_t i = full; i < dim; ++i) {
-      head_lo = v[i] < head_lo ? v[i] : head_lo;
-      head_hi = v[i] > head_hi ? v[i] : head_hi;
-    }
-    lo[h] = head_lo;
-    hi[h] = head_hi;
   }
 }
 
 // Straight from the row (cached: the block's key rows were just read for the ranges).
-template <KvDtype D>
+// kInRange: encode_in_range applies (every inv finite).
+template <KvDtype D, bool kInRange>
 KVTIER_HOT void encode_channels(const std::byte* __restrict src, const float* __restrict lo,
                                 const float* __restrict inv, std::uint8_t* __restrict codes,
                                 std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) codes[i] = encode(load<D>(src, i), lo[i], inv[i]);
-}
-
-KVTIER_HOT void encode_head(const float* __restrict x, float lo, float inv,
-                            std::uint8_t* __restrict codes, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) codes[i] = encode(x[i], lo, inv);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float x = load<D>(src, i);
+    codes[i] = kInRange ? encode_in_range(x, lo[i], inv[i]) : encode(x, lo[i], inv[i]);
+  }
 }
 
 // out[i] = lo[i] + codes[i] · scale[i], in dtype D. kNoNaN: every lo and scale is finite, so no
@@ -239,10 +224,6 @@ KVTIER_HOT void decode_head(const std::uint8_t* __restrict codes, float lo, floa
   }
 }
 
-inline bool is_finite(float x) noexcept {
-  return (std::bit_cast<std::uint32_t>(x) & 0x7F800000u) != 0x7F800000u;
-}
-
 // True when x[0..n) are all finite; a branch-free reduction.
 KVTIER_HOT bool all_finite(const float* __restrict x, std::size_t n) noexcept {
   std::uint32_t special = 0;
@@ -250,23 +231,17 @@ KVTIER_HOT bool all_finite(const float* __restrict x, std::size_t n) noexcept {
   return special == 0;
 }
 
-// Per-call scratch, uninitialised: one row's values in f32, the channel parameters and the
-// per-head value ranges.
+// Per-call scratch, uninitialised: one row's values in f32 and the channel parameters.
 struct Scratch {
   explicit Scratch(const Int8Geometry& g)
-      : channels(g.channels()),
-        heads(g.num_kv_heads),
-        floats(std::make_unique_for_overwrite<float[]>(5 * channels + 2 * heads)) {}
+      : channels(g.channels()), floats(std::make_unique_for_overwrite<float[]>(5 * channels)) {}
   std::size_t channels;
-  std::size_t heads;
   std::unique_ptr<float[]> floats;
   float* x() const noexcept { return floats.get(); }
   float* lo() const noexcept { return floats.get() + channels; }
   float* hi() const noexcept { return floats.get() + 2 * channels; }
   float* scale() const noexcept { return floats.get() + 3 * channels; }
   float* inv() const noexcept { return floats.get() + 4 * channels; }
-  float* head_lo() const noexcept { return floats.get() + 5 * channels; }
-  float* head_hi() const noexcept { return head_lo() + heads; }
 };
 
 template <KvDtype D>
@@ -274,9 +249,7 @@ void quantize_block_as(const Int8Geometry& g, std::span<const std::byte* const> 
                        std::byte* block, const Scratch& s) {
   const std::size_t count = rows.size();
   const std::size_t heads = g.num_kv_heads;
-  const std::size_t dim = g.head_dim;
   const std::size_t channels = g.channels();
-  const std::size_t elem = dtype_bytes(D);
   const std::size_t row_stride = g.int8_row_bytes();
   const std::size_t used = 8 * heads + 2 * channels;  // of each int8 row; the rest is padding
   std::byte* const first_row = block + g.key_params_bytes();
@@ -284,33 +257,24 @@ void quantize_block_as(const Int8Geometry& g, std::span<const std::byte* const> 
   float* const hi = s.hi();
   float* const scale = s.scale();
   float* const inv = s.inv();
-  float* const x = s.x();
 
   // One pass over the rows in memory order (each row's first touch streams): the keys widen the
-  // per-channel ranges; the values, complete per token and head, are quantized right away from
-  // one f32 copy (the lane pass vectorizes over f32, not over a conversion).
-  float* const v_lo = s.head_lo();
-  float* const v_hi = s.head_hi();
+  // per-channel ranges (kWiden rows at a time); the values, complete per token and head, are
+  // quantized right away.
+  std::size_t widened = 1;  // rows [0, widened) are in the key ranges
   for (std::size_t r = 0; r < count; ++r) {
-    if (r == 0) {
-      start_ranges<D>(rows[0], channels, lo, hi);
-    } else {
-      widen_ranges<D>(rows[r], channels, lo, hi);
+    if (r == 0) {  // the first row starts the ranges
+      convert<D>(rows[0], channels, lo);
+      std::memcpy(hi, lo, channels * sizeof(float));
+    } else if (r + 1 - widened == kWiden) {
+      widen_ranges<D, kWiden>(rows.data() + widened, channels, lo, hi);
+      widened = r + 1;
     }
     std::byte* row = first_row + r * row_stride;
-    convert<D>(rows[r] + channels * elem, channels, x);
-    auto* codes = reinterpret_cast<std::uint8_t*>(row + 8 * heads + channels);
-    head_ranges(x, heads, dim, v_lo, v_hi);
-    for (std::size_t h = 0; h < heads; ++h) {
-      const float range = v_hi[h] - v_lo[h];
-      const float v_scale = range / kLevels;
-      const float v_inv = range > 0.0f ? kLevels / range : 0.0f;
-      std::memcpy(row + h * sizeof(float), &v_scale, sizeof(float));
-      std::memcpy(row + (heads + h) * sizeof(float), &v_lo[h], sizeof(float));
-      encode_head(x + h * dim, v_lo[h], v_inv, codes + h * dim, dim);
-    }
+    quantize_values<D>(rows[r] + channels * dtype_bytes(D), heads, g.head_dim, s.x(), row);
     std::memset(row + used, 0, row_stride - used);
   }
+  for (; widened < count; ++widened) widen_ranges<D, 1>(rows.data() + widened, channels, lo, hi);
 
   // Keys: the channel parameters, then codes from the rows again (cached; no f32 copy).
   for (std::size_t c = 0; c < channels; ++c) {
@@ -321,10 +285,14 @@ void quantize_block_as(const Int8Geometry& g, std::span<const std::byte* const> 
   std::memcpy(block, scale, channels * sizeof(float));
   std::memcpy(block + channels * sizeof(float), lo, channels * sizeof(float));
   std::memset(block + 2 * channels * sizeof(float), 0, g.key_params_bytes() - 8 * channels);
+  const bool in_range = all_finite(inv, channels);
   for (std::size_t r = 0; r < count; ++r) {
-    encode_channels<D>(rows[r], lo, inv,
-                       reinterpret_cast<std::uint8_t*>(first_row + r * row_stride + 8 * heads),
-                       channels);
+    auto* codes = reinterpret_cast<std::uint8_t*>(first_row + r * row_stride + 8 * heads);
+    if (in_range) {
+      encode_channels<D, true>(rows[r], lo, inv, codes, channels);
+    } else {
+      encode_channels<D, false>(rows[r], lo, inv, codes, channels);
+    }
   }
 }
 
@@ -369,30 +337,15 @@ void dequantize_block_as(const Int8Geometry& g, const std::byte* block,
 }
 
 template <KvDtype D>
-void to_f32_as(const std::byte* src, float* dst, std::size_t n) noexcept {
-  convert<D>(src, n, dst);
-}
-
-template <KvDtype D>
 KVTIER_HOT void from_f32_as(const float* __restrict src, std::byte* __restrict dst,
                             std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) store<D>(dst, i, src[i]);
 }
 
-// Calls fn.template operator()<D>() for the geometry's dtype (validated: one of the three).
-template <class Fn>
-void with_dtype(KvDtype dtype, Fn&& fn) {
-  switch (dtype) {
-    case KvDtype::kF16: fn.template operator()<KvDtype::kF16>(); break;
-    case KvDtype::kBf16: fn.template operator()<KvDtype::kBf16>(); break;
-    case KvDtype::kF32: fn.template operator()<KvDtype::kF32>(); break;
-  }
-}
-
 }  // namespace
 
 void to_f32(KvDtype dtype, const std::byte* src, float* dst, std::size_t n) noexcept {
-  with_dtype(dtype, [&]<KvDtype D>() { to_f32_as<D>(src, dst, n); });
+  with_dtype(dtype, [&]<KvDtype D>() { convert<D>(src, n, dst); });
 }
 
 void from_f32(KvDtype dtype, const float* src, std::byte* dst, std::size_t n) noexcept {

@@ -111,6 +111,8 @@ struct RegisterModel {
   dtype @3 :KvDtype;
   modelName @4 :Text;
   poolTokens @5 :UInt32;  # requested DDR (T1) pool capacity in tokens
+  int8PoolTokens @6 :UInt32;  # requested int8 (T2) pool capacity in tokens; 0 = no T2 (1.1)
+  weight @7 :UInt32;          # share of the node's DDR budget under pressure; 0 = 1 (1.1)
 }
 
 struct ModelRegistered {
@@ -118,6 +120,11 @@ struct ModelRegistered {
   poolSegmentBytes @0 :UInt64;
   poolSlots @1 :UInt32;   # granted capacity in tokens (may be below poolTokens)
   rowBytes @2 :UInt32;    # one token's K and V for all KV heads of one layer
+  # 1.1: when int8Slots > 0 a second fd, the int8 pool segment, follows the pool's.
+  int8SegmentBytes @3 :UInt64;
+  int8Slots @4 :UInt32;        # granted T2 capacity in tokens (whole blocks)
+  int8GroupTokens @5 :UInt32;  # tokens per int8 block
+  weight @6 :UInt32;           # granted weight (clamped to [1, pools.max_client_weight])
 }
 
 struct OpenSequence {
@@ -154,6 +161,11 @@ struct TierParams {
   valueProtectTokens @16 :UInt32;   # vase: absolute count instead; 0 = use the ratio
   rkvLambda @17 :Float64;           # r_kv: importance weight λ
   keyDigestDim @18 :UInt32;         # r_kv: floats per key digest the client sends (1..256)
+
+  # 1.1: the int8 tier. Of the survivors not kept in T0, the lowest-ranked share goes to T2
+  # (needs an int8 pool); 0 and 0 = T2 off.
+  int8Ratio @19 :Float64;
+  int8Tokens @20 :UInt32;           # absolute T2 budget; 0 = int8Ratio
 }
 
 enum Policy {
@@ -201,6 +213,15 @@ struct StatusReply {
   ddrBytesTotal @7 :UInt64;
   ddrBytesUsed @8 :UInt64;
   clients @9 :List(ClientStatus);
+  int8BytesTotal @10 :UInt64;  # node-wide int8 pool cap (0 = none) (1.1)
+  int8BytesUsed @11 :UInt64;   # bytes of int8 blocks holding live rows
+}
+
+# Why tokens were last kept in T0 instead of host memory (shm BackpressureReason).
+enum Backpressure {
+  none @0;
+  poolFull @1;    # the client's own DDR pool segment is full
+  nodeBudget @2;  # the node-wide DDR budget is spent
 }
 
 struct ClientStatus {
@@ -231,7 +252,19 @@ struct ClientStatus {
 
   plansFailed @18 :UInt64;         # plans the client reported as not applied (rolled back)
   movesSent @19 :UInt64;           # token moves in all plans sent
-  backpressureTokens @20 :UInt64;  # moves to T1 refused because the pool was full (kept in T0)
+  backpressureTokens @20 :UInt64;  # moves to T1 refused for lack of a host row (kept in T0)
+
+  # 1.1: budgets and the pressure cascade (daemon/src/node_budget.hpp).
+  weight @21 :UInt32;
+  ddrBytesUsed @22 :UInt64;       # T1 rows held, pending plans' destinations included
+  ddrShareBytes @23 :UInt64;      # weighted share of the node DDR budget (0 = no node budget)
+  int8Slots @24 :UInt32;
+  int8SlotsUsed @25 :UInt32;      # slots of allocated int8 blocks
+  t2Demotions @26 :UInt64;        # tokens quantized T1 -> T2 by policy decisions (acknowledged)
+  pressureDemotions @27 :UInt64;  # tokens quantized T1 -> T2 to relieve node pressure
+  pressureEvictions @28 :UInt64;  # tokens destroyed (T3) to relieve node pressure
+  int8Trimmed @29 :UInt64;        # T1 -> T2 moves dropped because the int8 pool was full
+  lastBackpressure @30 :Backpressure;
 }
 
 struct SequenceStatus {
@@ -247,4 +280,5 @@ struct SequenceStatus {
   evictRatio @9 :Float64;
   mode @10 :EvictionMode;
   policy @11 :Policy;
+  int8Ratio @12 :Float64;
 }

@@ -127,6 +127,11 @@ std::uint64_t PlanProducer::free_slots() noexcept {
   return detail::free_slots(write_, read_cache_, capacity_);
 }
 
+void PlanProducer::note_backpressure(std::uint64_t tokens, BackpressureReason reason) noexcept {
+  header_->producer.backpressure_reason.store(static_cast<std::uint32_t>(reason), std::memory_order_relaxed);
+  header_->producer.backpressure_tokens.fetch_add(tokens, std::memory_order_relaxed);
+}
+
 // --- PlanConsumer (client) ---------------------------------------------------------------------
 
 PlanConsumer::PlanConsumer(std::span<std::byte> ring, std::uint32_t capacity) noexcept
@@ -188,6 +193,11 @@ bool PlanConsumer::fail(std::uint64_t epoch) noexcept {
   assert(epoch >= header_->consumer.failed_epoch.load(std::memory_order_relaxed));
   header_->consumer.failed_epoch.store(epoch, std::memory_order_seq_cst);
   return claim_wake(header_->producer.producer_waiting);
+}
+
+PlanConsumer::Backpressure PlanConsumer::backpressure() const noexcept {
+  return {header_->producer.backpressure_tokens.load(std::memory_order_relaxed),
+          header_->producer.backpressure_reason.load(std::memory_order_relaxed)};
 }
 
 }  // namespace kvtier::shm

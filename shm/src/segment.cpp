@@ -77,7 +77,7 @@ Result<std::string> segment_name(std::string_view prefix, std::uint32_t client_i
   }
   std::string name = "/kvtier." + std::string(prefix) + "." + std::to_string(client_id) + ".";
   name += segment_kind_name(kind);
-  if (kind == SegmentKind::kPool) {
+  if (kind != SegmentKind::kControl) {
     name += '.';  // two appends: GCC 12 -O3 reports a false -Wrestrict for "." + to_string()
     name += std::to_string(index);
   }

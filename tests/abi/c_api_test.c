@@ -1,5 +1,6 @@
 /* Compiled as C: the C ABI of libkvtier is usable from C. Without arguments it checks what
  * needs no daemon; with a socket path it runs a client session against a live kvtierd. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,9 +14,31 @@
     }                                                                      \
   } while (0)
 
+/* The _init functions fill every field appended since 1.0 with its "off" value. */
+static int option_defaults(void) {
+  kvtier_model_geometry geometry;
+  kvtier_sequence_options sequence;
+  memset(&geometry, 0xAB, sizeof(geometry));
+  kvtier_model_geometry_init(&geometry);
+  CHECK(geometry.struct_size == sizeof(geometry));
+  CHECK(geometry.pool_tokens == 0);
+  CHECK(geometry.int8_pool_tokens == 0); /* no T2 */
+  CHECK(geometry.weight == 0);           /* = 1 */
+  memset(&sequence, 0xAB, sizeof(sequence));
+  kvtier_sequence_options_init(&sequence);
+  CHECK(sequence.struct_size == sizeof(sequence));
+  CHECK(sequence.use_defaults == 1);
+  CHECK(sequence.int8_ratio == 0.0); /* T2 off */
+  CHECK(sequence.int8_tokens == 0);
+  CHECK(KVTIER_BACKPRESSURE_NONE == 0 && KVTIER_BACKPRESSURE_POOL_FULL == 1 && KVTIER_BACKPRESSURE_NODE_BUDGET == 2);
+  CHECK(KVTIER_T2 == 2);
+  return 0;
+}
+
 static int offline(void) {
   kvtier_connect_options options;
   kvtier_client* client = NULL;
+  if (option_defaults() != 0) return 1;
   CHECK(strcmp(kvtier_status_string(KVTIER_OK), "ok") == 0);
   CHECK(strcmp(kvtier_status_string(KVTIER_E_VERSION_MISMATCH), "version_mismatch") == 0);
   CHECK(strcmp(kvtier_status_string((kvtier_status)999), "unknown") == 0);
@@ -57,6 +80,10 @@ static int online(const char* socket_path) {
 
   CHECK(kvtier_client_connect(&options, &client) == KVTIER_OK);
   geometry.head_dim = 64;
+  geometry.struct_size = 8; /* smaller than any release's struct: refused, never read past */
+  CHECK(kvtier_model_register(client, &geometry) == KVTIER_E_INVALID_ARGUMENT);
+  /* A caller built against the 1.0 header (no int8_pool_tokens, weight) is still served. */
+  geometry.struct_size = offsetof(kvtier_model_geometry, int8_pool_tokens);
   CHECK(kvtier_model_register(client, &geometry) == KVTIER_OK);
   CHECK(kvtier_sequence_open(client, 10, &sequence) == KVTIER_OK);
   for (i = 0; i < 100; ++i) scores[i] = 0.01f;
@@ -64,6 +91,8 @@ static int online(const char* socket_path) {
   CHECK(kvtier_plan_poll(client, 0, &plan) == KVTIER_E_TIMEOUT);
   CHECK(kvtier_client_counters_get(client, &counters) == KVTIER_OK);
   CHECK(counters.score_records_pushed == 2); /* 100 scores = 60 + 40 */
+  CHECK(counters.backpressure_tokens == 0);  /* nothing was offloaded yet */
+  CHECK(counters.backpressure_reason == KVTIER_BACKPRESSURE_NONE);
   CHECK(kvtier_sequence_close(client, sequence) == KVTIER_OK);
   CHECK(kvtier_sequence_close(client, sequence) == KVTIER_E_NOT_FOUND);
   kvtier_client_free(client);

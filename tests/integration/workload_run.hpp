@@ -18,6 +18,11 @@ struct WorkloadRun {
     auto it = summary.find(key);
     return it == summary.end() ? -1.0 : std::stod(it->second);
   }
+  // A non-numeric value (e.g. backpressure_reason); empty when absent.
+  std::string text(const std::string& key) const {
+    auto it = summary.find(key);
+    return it == summary.end() ? std::string() : it->second;
+  }
 };
 
 inline WorkloadRun run_workload(const DaemonUnderTest& daemon, std::vector<std::string> args) {

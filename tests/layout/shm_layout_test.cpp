@@ -4,7 +4,9 @@
 
 #include <cstddef>
 #include <cstring>
+#include <tuple>
 
+#include "kvtier/kernels/quantize.hpp"
 #include "kvtier/shm/layout.hpp"
 
 namespace kvtier::shm {
@@ -12,11 +14,11 @@ namespace {
 
 #define KVTIER_EXPECT_OFFSET(Type, field, offset) EXPECT_EQ(offsetof(Type, field), std::size_t{offset})
 
-TEST(ShmLayout, VersionIsTwo) { EXPECT_EQ(kLayoutVersion, 2u); }
+TEST(ShmLayout, VersionIsThree) { EXPECT_EQ(kLayoutVersion, 3u); }
 
 TEST(ShmLayout, FingerprintIsPinned) {
   // Deliberately hard-coded: a layout change must be a conscious edit here and in LAYOUT.md.
-  EXPECT_EQ(kLayoutFingerprint, 0x2fb6b9e13817c292ull);
+  EXPECT_EQ(kLayoutFingerprint, 0xa6c409c951691e42ull);
 }
 
 TEST(ShmLayout, MagicReadsKvtiersgInMemory) {
@@ -28,6 +30,13 @@ TEST(ShmLayout, MagicReadsKvtiersgInMemory) {
 TEST(ShmLayout, SegmentKindValuesArePinned) {
   EXPECT_EQ(static_cast<std::uint32_t>(SegmentKind::kControl), 1u);
   EXPECT_EQ(static_cast<std::uint32_t>(SegmentKind::kPool), 2u);
+  EXPECT_EQ(static_cast<std::uint32_t>(SegmentKind::kInt8Pool), 3u);
+}
+
+TEST(ShmLayout, BackpressureReasonValuesArePinned) {
+  EXPECT_EQ(static_cast<std::uint32_t>(BackpressureReason::kNone), 0u);
+  EXPECT_EQ(static_cast<std::uint32_t>(BackpressureReason::kPoolFull), 1u);
+  EXPECT_EQ(static_cast<std::uint32_t>(BackpressureReason::kNodeBudget), 2u);
 }
 
 TEST(ShmLayout, SegmentHeader) {
@@ -79,6 +88,8 @@ TEST(ShmLayout, PlanRingHeaderPutsEachSideOnItsOwnCacheLine) {
   KVTIER_EXPECT_OFFSET(PlanRingProducerLine, write, 0);
   KVTIER_EXPECT_OFFSET(PlanRingProducerLine, wake, 8);
   KVTIER_EXPECT_OFFSET(PlanRingProducerLine, producer_waiting, 12);
+  KVTIER_EXPECT_OFFSET(PlanRingProducerLine, backpressure_reason, 16);
+  KVTIER_EXPECT_OFFSET(PlanRingProducerLine, backpressure_tokens, 24);
   KVTIER_EXPECT_OFFSET(PlanRingConsumerLine, read, 0);
   KVTIER_EXPECT_OFFSET(PlanRingConsumerLine, acked_epoch, 8);
   KVTIER_EXPECT_OFFSET(PlanRingConsumerLine, failed_epoch, 16);

@@ -6,11 +6,12 @@
 
 namespace kvtier::workload {
 
-// Hands the model each layer's T1 rows, staged by libkvtier from the pool.
+// Hands the model each layer's host rows (T1 exact, T2 dequantized), staged by libkvtier from the
+// pools, and lets the audit copy what the model is given.
 class ToyEngine::Staging : public toy::StagingSource {
  public:
-  Staging(Client& client, std::uint32_t sequence, kvtier_staging_order order)
-      : client_(client), sequence_(sequence), order_(order) {}
+  Staging(Client& client, std::uint32_t sequence, kvtier_staging_order order, KvAudit* audit)
+      : client_(client), sequence_(sequence), order_(order), audit_(audit) {}
 
   Result<toy::StagedRows> stage(std::uint32_t layer) override {
     std::size_t rows = 0, bytes = 0;
@@ -20,29 +21,37 @@ class ToyEngine::Staging : public toy::StagingSource {
     const auto status = client_.stage_layer(
         sequence_, layer, order_, std::as_writable_bytes(std::span(buffer_)), staged);
     if (status != KVTIER_OK) return make_error(Errc::kInternal, client_.last_error());
-    return toy::StagedRows{std::span(staged.positions, staged.rows), static_cast<const float*>(staged.k),
-                           static_cast<const float*>(staged.v),
-                           order_ == KVTIER_STAGE_COMPACT ? kernels::StagingOrder::kCompact
-                                                          : kernels::StagingOrder::kPositionOrder};
+    const toy::StagedRows view{std::span(staged.positions, staged.rows), static_cast<const float*>(staged.k),
+                               static_cast<const float*>(staged.v),
+                               order_ == KVTIER_STAGE_COMPACT ? kernels::StagingOrder::kCompact
+                                                              : kernels::StagingOrder::kPositionOrder};
+    if (audit_ != nullptr && audit_->capturing()) audit_->capture(layer, view);
+    return view;
   }
 
  private:
   Client& client_;
   std::uint32_t sequence_;
   kvtier_staging_order order_;
+  KvAudit* audit_;
   std::vector<float> buffer_;
 };
 
 ToyEngine::ToyEngine(Client& client, std::uint32_t sequence, const toy::ToyConfig& config, std::uint64_t seed,
-                     kvtier_staging_order order, bool shadow, kvtier_policy policy)
+                     kvtier_staging_order order, bool shadow, KeyRanges* key_ranges, unsigned audit_every,
+                     kvtier_policy policy)
     : client_(client),
       sequence_(sequence),
       order_(order),
       policy_(policy),
       model_(std::make_unique<toy::ToyModel>(config, seed)),
       shadow_(shadow ? std::make_unique<toy::ToyModel>(config, seed) : nullptr),
-      staging_(std::make_unique<Staging>(client, sequence, order)),
-      seed_(seed) {}
+      key_ranges_(key_ranges),
+      audit_(key_ranges != nullptr && audit_every != 0 ? std::make_unique<KvAudit>(config, *key_ranges) : nullptr),
+      audit_every_(audit_every),
+      seed_(seed) {
+  staging_ = std::make_unique<Staging>(client, sequence, order, audit_.get());
+}
 
 ToyEngine::~ToyEngine() = default;
 
@@ -75,6 +84,7 @@ kvtier_status ToyEngine::start(std::uint32_t prompt_length) {
     auto out = model_->decode_token(token_at(position), position);
     if (!out) return KVTIER_E_INTERNAL;
     if (shadow_ && !shadow_->decode_token(token_at(position), position)) return KVTIER_E_INTERNAL;
+    written(position);
     if (const auto st = client_.push_scores(sequence_, 0, 0, out->scores); st != KVTIER_OK) return st;
     if (const auto st = push_features(position); st != KVTIER_OK) return st;
   }
@@ -114,6 +124,20 @@ kvtier_status ToyEngine::apply(const kvtier_plan& plan) {
     if (m.from_tier == KVTIER_T0) (void)model_->release(m.position);
     stats_.rows_offloaded += (m.from_tier == KVTIER_T0 && m.to_tier == KVTIER_T1) ? 1 : 0;
     stats_.rows_restored += (m.from_tier == KVTIER_T1 && m.to_tier == KVTIER_T0) ? 1 : 0;
+    stats_.rows_to_t2 += m.to_tier == KVTIER_T2 ? 1 : 0;
+    stats_.rows_restored_t2 += (m.from_tier == KVTIER_T2 && m.to_tier == KVTIER_T0) ? 1 : 0;
+    stats_.t3_tokens += m.to_tier == KVTIER_T3 ? 1 : 0;
+    stats_.rows_t2_evicted += (m.from_tier == KVTIER_T2 && m.to_tier == KVTIER_T3) ? 1 : 0;
+    // Track each position's tier for the audit; a move from where the token is not is a bug.
+    if (m.position >= tiers_.size() || tiers_[m.position] != m.from_tier) {
+      ++stats_.plan_tier_mismatch;
+      continue;
+    }
+    tiers_[m.position] = m.to_tier;
+    if (audit_ && m.from_tier == KVTIER_T2 && m.to_tier == KVTIER_T0) {
+      audit_->restored_from_t2(*model_, m.position);
+      key_ranges_->widen(*model_, m.position);
+    }
   }
   ++stats_.plans;
   return client_.ack_plan(plan.epoch, true);
@@ -122,8 +146,12 @@ kvtier_status ToyEngine::apply(const kvtier_plan& plan) {
 kvtier_status ToyEngine::step() {
   const std::uint32_t position = next_position_++;
   const std::uint32_t token = token_at(position);
+  const bool audit = audit_ != nullptr && step_ % audit_every_ == 0;
+  if (audit) audit_->begin_step();
   auto out = model_->decode_token(token, position, staging_.get());
   if (!out) return KVTIER_E_INTERNAL;
+  written(position);
+  if (audit) audit_->check(*model_, tiers_);
   if (shadow_) {
     auto full = shadow_->decode_token(token, position);
     if (!full) return KVTIER_E_INTERNAL;
@@ -137,6 +165,13 @@ kvtier_status ToyEngine::step() {
   if (const auto st = client_.push_scores(sequence_, step_, 0, scores_); st != KVTIER_OK) return st;
   if (const auto st = push_features(position); st != KVTIER_OK) return st;
   return client_.step_end(sequence_, step_++);
+}
+
+void ToyEngine::written(std::uint32_t position) {
+  tiers_.push_back(KVTIER_T0);
+  if (!audit_) return;
+  audit_->record(*model_, position);
+  key_ranges_->widen(*model_, position);
 }
 
 const float* ToyEngine::row(const std::vector<std::uintptr_t>& base, std::uint32_t layer, std::uint32_t slot,

@@ -2,11 +2,16 @@
 // small transformer (tests/support ToyModel), opens a few sequences and runs a decode loop:
 // every step it executes the plans the daemon sent (offload/restore copies through libkvtier),
 // decodes one token per sequence with attention over T0 plus the staged T1 rows, pushes the
-// token's attention scores and ends the step. A shadow model with the full cache checks that
-// the tiered outputs are exact.
+// token's attention scores and ends the step. A shadow model with the full cache measures how far
+// the tiered outputs are from the untiered ones; a KV audit (kv_audit.hpp, every --audit-every
+// steps, also with --no-shadow) checks that every row the engine attends to is the row it wrote:
+// T0/T1 bit-identical, T2 within the int8 bound, and that no live token is missing.
 //
 // Prints one `summary key=value ...` line. Exit: 0 ok, 1 failed, 2 usage, 3 daemon unreachable,
-// 5 --expect-exact and an output differed from the full cache.
+// 5 --expect-exact and an output differed from the full cache, 6 the KV audit found a violation
+// (a T0/T1 row not exact, a T2 row beyond the int8 bound, a lost token, a tier the plans
+// contradict); the first few are described on stderr.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +33,9 @@ struct Options {
   unsigned sequences = 3, prompt = 48, steps = 256, step_us = 0;
   unsigned fail_every = 0;  // acknowledge every Nth plan as failed without executing it
   unsigned pool_tokens = 0;  // DDR pool rows to ask for; 0 = room for every token
+  unsigned int8_pool_tokens = 0;  // int8 (T2) pool rows to ask for; 0 = no T2
+  unsigned weight = 0;            // share of the node DDR budget; 0 = the daemon's default
+  unsigned audit_every = 1;       // audit the KV every Nth step; 0 = never
   bool hold = false, shadow = true, expect_exact = false;
   kvtier_sequence_options tiering{};
   kvtier_staging_order order = KVTIER_STAGE_POSITION_ORDER;
@@ -57,6 +65,9 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg == "--step-us") o.step_us = u();
     else if (arg == "--fail-every") o.fail_every = u();
     else if (arg == "--pool-tokens") o.pool_tokens = u();
+    else if (arg == "--int8-pool-tokens") o.int8_pool_tokens = u();
+    else if (arg == "--weight") o.weight = u();
+    else if (arg == "--audit-every") o.audit_every = u();
     else if (arg == "--order") o.order = std::strcmp(v, "compact") == 0 ? KVTIER_STAGE_COMPACT : KVTIER_STAGE_POSITION_ORDER;
     else {
       // Tier parameters: any of them switches the sequence off the daemon's defaults.
@@ -66,6 +77,8 @@ bool parse(int argc, char** argv, Options& o) {
       else if (arg == "--interval") o.tiering.interval = u();
       else if (arg == "--window") o.tiering.window_tokens = u();
       else if (arg == "--sinks") o.tiering.sink_tokens = u();
+      else if (arg == "--int8-ratio") o.tiering.int8_ratio = std::strtod(v, nullptr);
+      else if (arg == "--int8-tokens") o.tiering.int8_tokens = u();
       else if (arg == "--policy") {
         static const char* const kNames[] = {"paper", "h2o", "streaming_llm", "random", "vase", "r_kv"};
         bool known = false;
@@ -94,9 +107,9 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, o)) {
     std::fputs("usage: kvtier-workload [--socket PATH] [--name N] [--sequences K] [--prompt P] [--steps S]\n"
                "  [--step-us U] [--hold] [--no-shadow] [--expect-exact] [--order position|compact]\n"
-               "  [--fail-every N] [--pool-tokens N]\n"
+               "  [--fail-every N] [--pool-tokens N] [--int8-pool-tokens N] [--weight W] [--audit-every N]\n"
                "  [--beta B] [--evict R] [--mode cumulative|paper-algorithm|paper-prototype]\n"
-               "  [--interval D] [--window W] [--sinks K]\n"
+               "  [--interval D] [--window W] [--sinks K] [--int8-ratio R] [--int8-tokens N]\n"
                "  [--policy paper|h2o|streaming_llm|random|vase|r_kv]\n",
                stderr);
     return 2;
@@ -114,9 +127,21 @@ int main(int argc, char** argv) {
   kvtier::Client client;
   kvtier_status st = client.connect(o.socket, o.name);
   if (st != KVTIER_OK) return fail(client, "connect", st);
-  st = client.register_model(config.num_layers, config.num_kv_heads, config.head_dim, KVTIER_DTYPE_F32,
-                             o.pool_tokens != 0 ? o.pool_tokens : o.sequences * (o.prompt + o.steps), "toy-4L-gqa");
+  kvtier_model_geometry geometry;
+  kvtier_model_geometry_init(&geometry);
+  geometry.num_layers = config.num_layers;
+  geometry.num_kv_heads = config.num_kv_heads;
+  geometry.head_dim = config.head_dim;
+  geometry.dtype = KVTIER_DTYPE_F32;
+  geometry.model_name = "toy-4L-gqa";
+  geometry.pool_tokens = o.pool_tokens != 0 ? o.pool_tokens : o.sequences * (o.prompt + o.steps);
+  geometry.int8_pool_tokens = o.int8_pool_tokens;
+  geometry.weight = o.weight;
+  st = kvtier_model_register(client.get(), &geometry);
   if (st != KVTIER_OK) return fail(client, "register", st);
+
+  // Shared by every engine of this client (the int8 pool is per client); outlives them.
+  kvtier::workload::KeyRanges key_ranges(config.num_layers, config.num_kv_heads, config.head_dim);
 
   std::vector<std::unique_ptr<kvtier::workload::ToyEngine>> engines;
   for (unsigned i = 0; i < o.sequences; ++i) {
@@ -125,8 +150,9 @@ int main(int argc, char** argv) {
     options.key_digest_dim = config.head_dim;
     std::uint32_t id = 0;
     if ((st = client.open_sequence(options, id)) != KVTIER_OK) return fail(client, "open", st);
-    engines.push_back(std::make_unique<kvtier::workload::ToyEngine>(client, id, config, 1000 + i, o.order, o.shadow,
-                                                                   o.tiering.policy));
+    engines.push_back(std::make_unique<kvtier::workload::ToyEngine>(
+        client, id, config, 1000 + i, o.order, o.shadow, o.audit_every != 0 ? &key_ranges : nullptr, o.audit_every,
+        o.tiering.policy));
     if ((st = engines.back()->start(o.prompt)) != KVTIER_OK) return fail(client, "start", st);
   }
   auto engine_of = [&](std::uint32_t sequence) -> kvtier::workload::ToyEngine* {
@@ -159,12 +185,37 @@ int main(int argc, char** argv) {
   while (o.hold && g_stop == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 
   kvtier::workload::EngineStats total;
+  kvtier::workload::AuditStats audit;
+  std::uint64_t lost_tokens = 0;
   for (auto& engine : engines) {
     const auto& s = engine->stats();
     total.plans += s.plans;
     total.plans_failed += s.plans_failed;
     total.rows_offloaded += s.rows_offloaded;
     total.rows_restored += s.rows_restored;
+    total.rows_to_t2 += s.rows_to_t2;
+    total.rows_restored_t2 += s.rows_restored_t2;
+    total.t3_tokens += s.t3_tokens;
+    total.rows_t2_evicted += s.rows_t2_evicted;
+    audit.tier_mismatch += s.plan_tier_mismatch;
+    if (s.plan_tier_mismatch != 0) {
+      std::fprintf(stderr, "kvtier-workload: audit: sequence %u: %llu moves from a tier the token was not in\n",
+                   engine->sequence(), static_cast<unsigned long long>(s.plan_tier_mismatch));
+    }
+    if (const auto* a = engine->audit()) {
+      const auto& as = a->stats();
+      audit.steps += as.steps;
+      audit.rows += as.rows;
+      audit.exact_mismatch += as.exact_mismatch;
+      audit.t2_rows += as.t2_rows;
+      audit.t2_bound_violations += as.t2_bound_violations;
+      audit.tier_mismatch += as.tier_mismatch;
+      audit.t2_max_abs_err = std::max(audit.t2_max_abs_err, as.t2_max_abs_err);
+      lost_tokens += as.lost.size();
+      for (const auto& note : a->notes()) {
+        std::fprintf(stderr, "kvtier-workload: audit: sequence %u: %s\n", engine->sequence(), note.c_str());
+      }
+    }
     total.steps_compared += s.steps_compared;
     total.steps_identical += s.steps_identical;
     total.max_abs_diff = std::max(total.max_abs_diff, s.max_abs_diff);
@@ -173,10 +224,16 @@ int main(int argc, char** argv) {
   }
   const std::size_t row_bytes = 2ull * config.num_kv_heads * config.head_dim * sizeof(float) * config.num_layers;
   kvtier_client_counters counters{};
+  counters.struct_size = sizeof counters;
   client.counters(counters);
+  static const char* const kReasons[] = {"none", "pool_full", "node_budget"};
+  const char* reason = counters.backpressure_reason < 3 ? kReasons[counters.backpressure_reason] : "unknown";
   std::printf("summary name=%s sequences=%u steps=%u plans=%llu plans_failed=%llu plans_rejected=%u rows_offloaded=%llu "
               "rows_restored=%llu bytes_moved=%llu score_records=%llu dropped=%llu steps_compared=%llu "
-              "steps_identical=%llu max_abs_diff=%.3g peak_t0_tokens=%u full_tokens=%u\n",
+              "steps_identical=%llu max_abs_diff=%.3g peak_t0_tokens=%u full_tokens=%u rows_to_t2=%llu "
+              "rows_restored_t2=%llu rows_t2_evicted=%llu t3_tokens=%llu audit_steps=%llu audit_rows=%llu audit_exact_mismatch=%llu "
+              "audit_t2_rows=%llu audit_t2_max_abs_err=%.3g audit_t2_bound_violations=%llu audit_tier_mismatch=%llu "
+              "lost_tokens=%llu backpressure_tokens=%llu backpressure_reason=%s\n",
               o.name.c_str(), o.sequences, o.steps, static_cast<unsigned long long>(total.plans),
               static_cast<unsigned long long>(total.plans_failed), plans_rejected,
               static_cast<unsigned long long>(total.rows_offloaded), static_cast<unsigned long long>(total.rows_restored),
@@ -185,7 +242,15 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(counters.score_records_dropped),
               static_cast<unsigned long long>(total.steps_compared),
               static_cast<unsigned long long>(total.steps_identical), total.max_abs_diff, total.peak_t0,
-              o.prompt + o.steps);
+              o.prompt + o.steps, static_cast<unsigned long long>(total.rows_to_t2),
+              static_cast<unsigned long long>(total.rows_restored_t2),
+              static_cast<unsigned long long>(total.rows_t2_evicted), static_cast<unsigned long long>(total.t3_tokens),
+              static_cast<unsigned long long>(audit.steps), static_cast<unsigned long long>(audit.rows),
+              static_cast<unsigned long long>(audit.exact_mismatch), static_cast<unsigned long long>(audit.t2_rows),
+              audit.t2_max_abs_err, static_cast<unsigned long long>(audit.t2_bound_violations),
+              static_cast<unsigned long long>(audit.tier_mismatch), static_cast<unsigned long long>(lost_tokens),
+              static_cast<unsigned long long>(counters.backpressure_tokens), reason);
+  if (audit.exact_mismatch + audit.t2_bound_violations + audit.tier_mismatch + lost_tokens != 0) return 6;
   if (o.expect_exact && total.steps_identical != total.steps_compared) return 5;
   return 0;
 }

@@ -98,6 +98,8 @@ typedef struct kvtier_model_geometry {
   kvtier_dtype dtype;
   const char* model_name; /* may be NULL */
   uint32_t pool_tokens;   /* DDR pool capacity requested, in tokens */
+  uint32_t int8_pool_tokens; /* int8 (T2) pool capacity requested, in tokens; 0 = no T2 */
+  uint32_t weight;           /* share of the node DDR budget under pressure; 0 = 1 */
 } kvtier_model_geometry;
 
 KVTIER_API void kvtier_model_geometry_init(kvtier_model_geometry* geometry);
@@ -141,6 +143,11 @@ typedef struct kvtier_sequence_options {
   uint32_t value_protect_tokens; /* vase; 0 = use the ratio */
   double rkv_lambda;             /* r_kv */
   uint32_t key_digest_dim;       /* r_kv: floats per key digest sent; 0 = 16 */
+  /* T2 budget: of the survivors not kept in T0, the lowest-ranked share (int8_ratio, or
+   * int8_tokens tokens when nonzero) goes to the int8 pool instead of T1 (lossy). 0/0 = off.
+   * Needs a model registered with int8_pool_tokens > 0. */
+  double int8_ratio;
+  uint32_t int8_tokens;
 } kvtier_sequence_options;
 
 /* Fills the paper's defaults (k_s 4, k_w 128, Δ 64, β 0.5, r 0, decay 1) with use_defaults = 1. */
@@ -164,12 +171,21 @@ typedef enum kvtier_feature { KVTIER_FEATURE_VALUE_RANGE = 2, KVTIER_FEATURE_KEY
 KVTIER_API kvtier_status kvtier_features_push(kvtier_client* client, uint32_t sequence, kvtier_feature feature,
                                               uint32_t first_position, const float* values, size_t count);
 
+/* Why the daemon last kept tokens in T0 for lack of a host row. */
+typedef enum kvtier_backpressure {
+  KVTIER_BACKPRESSURE_NONE = 0,
+  KVTIER_BACKPRESSURE_POOL_FULL = 1,  /* this client's DDR pool is full */
+  KVTIER_BACKPRESSURE_NODE_BUDGET = 2 /* the node-wide DDR budget is spent */
+} kvtier_backpressure;
+
 typedef struct kvtier_client_counters {
   size_t struct_size;
   uint64_t score_records_pushed;
   uint64_t score_records_dropped;
   uint64_t plan_records_received;
   uint64_t plans_acked;
+  uint64_t backpressure_tokens; /* tokens the daemon kept in T0 for lack of a host row, so far */
+  uint32_t backpressure_reason; /* kvtier_backpressure of the latest such notice */
 } kvtier_client_counters;
 
 KVTIER_API kvtier_status kvtier_client_counters_get(const kvtier_client* client, kvtier_client_counters* out);
@@ -243,10 +259,14 @@ KVTIER_API kvtier_status kvtier_sequence_step_end(kvtier_client* client, uint32_
  * touches T0: the slot the token occupies for moves out of T0 (offload, read before the engine
  * frees it) and the slot the engine reserved for moves into T0 (restore). Other entries are
  * ignored. On success the library reads the sequence's T1 rows from their new pool slots; then
- * acknowledge with kvtier_plan_ack(applied = 1). On failure nothing changed: ack with 0. */
+ * acknowledge with kvtier_plan_ack(applied = 1). On failure nothing changed: ack with 0.
+ * T1 -> T2 moves only switch reads to the int8 slot (the daemon has quantized the row already);
+ * T2 -> T0 dequantizes every layer's row into the engine slot; T2 -> T3 drops it. */
 KVTIER_API kvtier_status kvtier_plan_execute(kvtier_client* client, const kvtier_plan* plan, const uint32_t* hbm_slots);
 
-/* One layer's staged T1 rows: K [rows, kv_heads, head_dim] then V, both in `buffer`. */
+/* One layer's staged host rows: K [rows, kv_heads, head_dim] then V, both in `buffer`. T1 rows
+ * are copied exactly, T2 rows dequantized to the model dtype; one list either way (by ascending
+ * position with KVTIER_STAGE_POSITION_ORDER, T1 rows then T2 rows with KVTIER_STAGE_COMPACT). */
 typedef struct kvtier_staged_layer {
   uint32_t layer;
   size_t rows;
@@ -255,12 +275,13 @@ typedef struct kvtier_staged_layer {
   const void* v;
 } kvtier_staged_layer;
 
-/* Rows and bytes a stage of this sequence needs now. */
+/* Rows and bytes a stage of this sequence needs now: every staged row, T1 and T2 (the name
+ * predates T2). */
 KVTIER_API kvtier_status kvtier_sequence_t1_rows(const kvtier_client* client, uint32_t sequence, size_t* out_rows,
                                                  size_t* out_bytes);
 
-/* Stages layer `layer`'s T1 rows of the sequence into `buffer` (capacity bytes) before that
- * layer's attention. */
+/* Stages layer `layer`'s T1 and T2 rows of the sequence into `buffer` (capacity bytes) before
+ * that layer's attention. T2 rows need the CPU backend for now (KVTIER_E_BAD_STATE with CUDA). */
 KVTIER_API kvtier_status kvtier_stage_layer(kvtier_client* client, uint32_t sequence, uint32_t layer,
                                             kvtier_staging_order order, void* buffer, size_t capacity,
                                             kvtier_staged_layer* out);
@@ -276,6 +297,7 @@ typedef struct kvtier_sequence_info {
   double hbm_ratio, evict_ratio;
   kvtier_eviction_mode mode;
   kvtier_policy policy;
+  double int8_ratio;
 } kvtier_sequence_info;
 
 typedef struct kvtier_client_info {
@@ -290,9 +312,18 @@ typedef struct kvtier_client_info {
   uint64_t score_records, scores_dropped, plans_sent, plans_acked, errors;
   uint64_t plans_failed;        /* reported as not applied, rolled back */
   uint64_t moves_sent;          /* token moves in all plans */
-  uint64_t backpressure_tokens; /* moves to T1 refused for a full pool: the tokens stayed in T0 */
+  uint64_t backpressure_tokens; /* moves to T1 refused for lack of a host row: the tokens stayed in T0 */
   size_t sequence_count;
   const kvtier_sequence_info* sequences;
+  uint32_t weight;             /* share of the node DDR budget */
+  uint64_t ddr_bytes_used;     /* T1 rows held, pending plans' destinations included */
+  uint64_t ddr_share_bytes;    /* weighted share of the node DDR budget; 0 = no node budget */
+  uint32_t int8_slots, int8_slots_used;
+  uint64_t t2_demotions;       /* tokens quantized T1 -> T2 by policy (acknowledged) */
+  uint64_t pressure_demotions; /* tokens quantized T1 -> T2 to relieve node pressure */
+  uint64_t pressure_evictions; /* tokens destroyed (T3) to relieve node pressure */
+  uint64_t int8_trimmed;       /* T1 -> T2 moves dropped because the int8 pool was full */
+  kvtier_backpressure last_backpressure;
 } kvtier_client_info;
 
 typedef struct kvtier_daemon_status {
@@ -303,6 +334,8 @@ typedef struct kvtier_daemon_status {
   uint64_t ddr_bytes_used;
   size_t client_count;
   const kvtier_client_info* clients;
+  uint64_t int8_bytes_total; /* node-wide int8 pool cap; 0 = none */
+  uint64_t int8_bytes_used;
 } kvtier_daemon_status;
 
 /* Admin role only (the daemon checks the peer's credentials). Free with kvtier_daemon_status_free. */

@@ -55,6 +55,11 @@ class Client {
     return kvtier_model_register(handle_.get(), &geometry);
   }
 
+  // The full geometry (int8 pool, weight): fill it with kvtier_model_geometry_init first.
+  kvtier_status register_model(const kvtier_model_geometry& geometry) {
+    return kvtier_model_register(handle_.get(), &geometry);
+  }
+
   kvtier_status open_sequence(std::uint32_t prompt_length, std::uint32_t& sequence) {
     return kvtier_sequence_open(handle_.get(), prompt_length, &sequence);
   }

@@ -40,6 +40,7 @@ from ._errors import (
 from ._kvtier import (
     NO_SLOT,
     Backend,
+    Backpressure,
     Client,
     ClientInfo,
     Counters,
@@ -70,6 +71,7 @@ def connect(socket_path: str | None = None, name: str | None = None, role: Role 
 __all__ = [
     "NO_SLOT",
     "Backend",
+    "Backpressure",
     "BadStateError",
     "Client",
     "ClientInfo",

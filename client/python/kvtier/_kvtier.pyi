@@ -62,6 +62,17 @@ class Tier(enum.IntEnum):
 
     T3 = 3
 
+class Backpressure(enum.IntEnum):
+    """Why the daemon last kept tokens in T0 for lack of a host row."""
+
+    NONE = 0
+
+    POOL_FULL = 1
+    """this client's DDR pool is full"""
+
+    NODE_BUDGET = 2
+    """the node-wide DDR budget is spent"""
+
 class EvictionMode(enum.IntEnum):
     CUMULATIVE = 0
     """evict_ratio = fraction of the managed chain ever destroyed"""
@@ -137,6 +148,16 @@ class Counters:
 
     @property
     def plans_acked(self) -> int: ...
+
+    @property
+    def backpressure_tokens(self) -> int:
+        """Tokens the daemon kept in T0 for lack of a host row, so far."""
+
+    @property
+    def backpressure_reason(self) -> int:
+        """
+        Backpressure value of the latest such notice (an int: the daemon's word, not checked).
+        """
 
 class Move:
     """One token changing tier (kvtier_plan_move)."""
@@ -256,6 +277,9 @@ class SequenceInfo:
     @property
     def mode(self) -> EvictionMode: ...
 
+    @property
+    def int8_ratio(self) -> float: ...
+
 class ClientInfo:
     """One connected client (admin status)."""
 
@@ -308,6 +332,48 @@ class ClientInfo:
     def errors(self) -> int: ...
 
     @property
+    def backpressure_tokens(self) -> int:
+        """
+        Moves to host memory refused for lack of a row: the tokens stayed in T0.
+        """
+
+    @property
+    def weight(self) -> int:
+        """Share of the node DDR budget under pressure."""
+
+    @property
+    def ddr_bytes_used(self) -> int: ...
+
+    @property
+    def ddr_share_bytes(self) -> int:
+        """Weighted share of the node DDR budget; 0: no budget."""
+
+    @property
+    def int8_slots(self) -> int: ...
+
+    @property
+    def int8_slots_used(self) -> int: ...
+
+    @property
+    def t2_demotions(self) -> int:
+        """Tokens quantized T1 -> T2 by policy decisions."""
+
+    @property
+    def pressure_demotions(self) -> int:
+        """Tokens quantized T1 -> T2 under node pressure."""
+
+    @property
+    def pressure_evictions(self) -> int:
+        """Tokens evicted (T3) under node pressure."""
+
+    @property
+    def int8_trimmed(self) -> int:
+        """T1 -> T2 moves dropped because the int8 pool was full."""
+
+    @property
+    def last_backpressure(self) -> Backpressure: ...
+
+    @property
     def sequences(self) -> list[SequenceInfo]: ...
 
 class DaemonStatus:
@@ -328,6 +394,13 @@ class DaemonStatus:
 
     @property
     def ddr_bytes_used(self) -> int: ...
+
+    @property
+    def int8_bytes_total(self) -> int:
+        """0: no node-wide int8 cap."""
+
+    @property
+    def int8_bytes_used(self) -> int: ...
 
     @property
     def clients(self) -> list[ClientInfo]: ...
@@ -371,14 +444,14 @@ class Client:
         The daemon's status report. Needs a client connected with Role.ADMIN (and the daemon's admin group).
         """
 
-    def register_model(self, num_layers: int, num_kv_heads: int, head_dim: int, dtype: DType, pool_tokens: int, model_name: str | None = None) -> None:
+    def register_model(self, num_layers: int, num_kv_heads: int, head_dim: int, dtype: DType, pool_tokens: int, model_name: str | None = None, *, int8_pool_tokens: int = 0, weight: int = 0) -> None:
         """
-        Registers the model's KV geometry; the daemon creates this client's DDR pool of pool_tokens rows. Engine role only, once per client.
+        Registers the model's KV geometry; the daemon creates this client's DDR pool of pool_tokens rows and, with int8_pool_tokens > 0, an int8 (T2) pool. weight: this client's share of the node DDR budget under pressure (0 = 1). Engine role only, once per client.
         """
 
-    def open_sequence(self, prompt_length: int, *, hbm_ratio: float | None = None, evict_ratio: float | None = None, sink_tokens: int | None = None, window_tokens: int | None = None, interval: int | None = None, hysteresis: float | None = None, decay: float | None = None, hbm_tokens: int | None = None, evict_tokens: int | None = None, mode: EvictionMode | None = None) -> int:
+    def open_sequence(self, prompt_length: int, *, hbm_ratio: float | None = None, evict_ratio: float | None = None, sink_tokens: int | None = None, window_tokens: int | None = None, interval: int | None = None, hysteresis: float | None = None, decay: float | None = None, hbm_tokens: int | None = None, evict_tokens: int | None = None, mode: EvictionMode | None = None, int8_ratio: float | None = None, int8_tokens: int | None = None) -> int:
         """
-        Opens a sequence whose first prompt_length positions are the (protected) prompt and returns its id. Tier parameters left None keep the paper's defaults (k_s 4, k_w 128, interval 64, beta 0.5, r 0); with none given the daemon's configured defaults apply. Out-of-range values raise InvalidArgumentError naming the field.
+        Opens a sequence whose first prompt_length positions are the (protected) prompt and returns its id. Tier parameters left None keep the paper's defaults (k_s 4, k_w 128, interval 64, beta 0.5, r 0); with none given the daemon's configured defaults apply. int8_ratio / int8_tokens: of the survivors not kept in T0 the lowest-ranked share goes to the int8 tier T2 (lossy; needs register_model(int8_pool_tokens > 0)). Out-of-range values raise InvalidArgumentError naming the field.
         """
 
     def close_sequence(self, sequence: int) -> None: ...

@@ -55,29 +55,32 @@ void bind_lifecycle(nb::class_<PyClient>& c) {
 
 void bind_engine(nb::class_<PyClient>& c) {
   c.def("register_model", &PyClient::register_model, "num_layers"_a, "num_kv_heads"_a, "head_dim"_a, "dtype"_a,
-        "pool_tokens"_a, "model_name"_a = nb::none(), Release(),
-        "Registers the model's KV geometry; the daemon creates this client's DDR pool of pool_tokens rows. "
-        "Engine role only, once per client.");
+        "pool_tokens"_a, "model_name"_a = nb::none(), nb::kw_only(), "int8_pool_tokens"_a = 0, "weight"_a = 0, Release(),
+        "Registers the model's KV geometry; the daemon creates this client's DDR pool of pool_tokens rows and, with "
+        "int8_pool_tokens > 0, an int8 (T2) pool. weight: this client's share of the node DDR budget under pressure "
+        "(0 = 1). Engine role only, once per client.");
   c.def(
       "open_sequence",
       [](PyClient& self, std::uint32_t prompt_length, std::optional<double> hbm_ratio, std::optional<double> evict_ratio,
          std::optional<std::uint32_t> sink_tokens, std::optional<std::uint32_t> window_tokens,
          std::optional<std::uint32_t> interval, std::optional<double> hysteresis, std::optional<double> decay,
          std::optional<std::uint32_t> hbm_tokens, std::optional<std::uint32_t> evict_tokens,
-         std::optional<kvtier_eviction_mode> mode) {
-        const SequenceParams p{sink_tokens, window_tokens, interval,   hbm_tokens, evict_tokens,
-                               hbm_ratio,   evict_ratio,   hysteresis, decay,      mode};
+         std::optional<kvtier_eviction_mode> mode, std::optional<double> int8_ratio,
+         std::optional<std::uint32_t> int8_tokens) {
+        const SequenceParams p{sink_tokens, window_tokens, interval, hbm_tokens, evict_tokens, hbm_ratio,
+                               evict_ratio, hysteresis,    decay,    mode,       int8_ratio,   int8_tokens};
         nb::gil_scoped_release release;
         return self.open_sequence(prompt_length, p);
       },
       "prompt_length"_a, nb::kw_only(), "hbm_ratio"_a = nb::none(), "evict_ratio"_a = nb::none(),
       "sink_tokens"_a = nb::none(), "window_tokens"_a = nb::none(), "interval"_a = nb::none(),
       "hysteresis"_a = nb::none(), "decay"_a = nb::none(), "hbm_tokens"_a = nb::none(), "evict_tokens"_a = nb::none(),
-      "mode"_a = nb::none(),
+      "mode"_a = nb::none(), "int8_ratio"_a = nb::none(), "int8_tokens"_a = nb::none(),
       "Opens a sequence whose first prompt_length positions are the (protected) prompt and returns its id. "
       "Tier parameters left None keep the paper's defaults (k_s 4, k_w 128, interval 64, beta 0.5, r 0); with "
-      "none given the daemon's configured defaults apply. Out-of-range values raise InvalidArgumentError naming "
-      "the field.");
+      "none given the daemon's configured defaults apply. int8_ratio / int8_tokens: of the survivors not kept in "
+      "T0 the lowest-ranked share goes to the int8 tier T2 (lossy; needs register_model(int8_pool_tokens > 0)). "
+      "Out-of-range values raise InvalidArgumentError naming the field.");
   c.def("close_sequence", &PyClient::close_sequence, "sequence"_a, Release());
   c.def(
       "push_scores",

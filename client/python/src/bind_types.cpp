@@ -89,7 +89,8 @@ void bind_status(nb::module_& m) {
       .def_ro("destroyed_fraction", &SequenceInfo::destroyed_fraction, "T3 / managed tokens: the eviction applied.")
       .def_ro("hbm_ratio", &SequenceInfo::hbm_ratio)
       .def_ro("evict_ratio", &SequenceInfo::evict_ratio)
-      .def_ro("mode", &SequenceInfo::mode);
+      .def_ro("mode", &SequenceInfo::mode)
+      .def_ro("int8_ratio", &SequenceInfo::int8_ratio);
   nb::class_<ClientInfo>(m, "ClientInfo", "One connected client (admin status).")
       .def_ro("client_id", &ClientInfo::client_id)
       .def_ro("pid", &ClientInfo::pid)
@@ -107,6 +108,18 @@ void bind_status(nb::module_& m) {
       .def_ro("plans_sent", &ClientInfo::plans_sent)
       .def_ro("plans_acked", &ClientInfo::plans_acked)
       .def_ro("errors", &ClientInfo::errors)
+      .def_ro("backpressure_tokens", &ClientInfo::backpressure_tokens,
+              "Moves to host memory refused for lack of a row: the tokens stayed in T0.")
+      .def_ro("weight", &ClientInfo::weight, "Share of the node DDR budget under pressure.")
+      .def_ro("ddr_bytes_used", &ClientInfo::ddr_bytes_used)
+      .def_ro("ddr_share_bytes", &ClientInfo::ddr_share_bytes, "Weighted share of the node DDR budget; 0: no budget.")
+      .def_ro("int8_slots", &ClientInfo::int8_slots)
+      .def_ro("int8_slots_used", &ClientInfo::int8_slots_used)
+      .def_ro("t2_demotions", &ClientInfo::t2_demotions, "Tokens quantized T1 -> T2 by policy decisions.")
+      .def_ro("pressure_demotions", &ClientInfo::pressure_demotions, "Tokens quantized T1 -> T2 under node pressure.")
+      .def_ro("pressure_evictions", &ClientInfo::pressure_evictions, "Tokens evicted (T3) under node pressure.")
+      .def_ro("int8_trimmed", &ClientInfo::int8_trimmed, "T1 -> T2 moves dropped because the int8 pool was full.")
+      .def_ro("last_backpressure", &ClientInfo::last_backpressure)
       .def_ro("sequences", &ClientInfo::sequences);
   nb::class_<DaemonStatus>(m, "DaemonStatus", "The daemon's status report (kvtier_daemon_status_get).")
       .def_ro("daemon_version", &DaemonStatus::daemon_version)
@@ -114,6 +127,8 @@ void bind_status(nb::module_& m) {
       .def_ro("uptime_seconds", &DaemonStatus::uptime_seconds)
       .def_ro("ddr_bytes_total", &DaemonStatus::ddr_bytes_total, "0: no node-wide cap.")
       .def_ro("ddr_bytes_used", &DaemonStatus::ddr_bytes_used)
+      .def_ro("int8_bytes_total", &DaemonStatus::int8_bytes_total, "0: no node-wide int8 cap.")
+      .def_ro("int8_bytes_used", &DaemonStatus::int8_bytes_used)
       .def_ro("clients", &DaemonStatus::clients);
 }
 
@@ -145,6 +160,11 @@ void bind_enums(nb::module_& m) {
       .value("T1", KVTIER_T1)
       .value("T2", KVTIER_T2)
       .value("T3", KVTIER_T3);
+  nb::enum_<kvtier_backpressure>(m, "Backpressure", nb::is_arithmetic(),
+                                 "Why the daemon last kept tokens in T0 for lack of a host row.")
+      .value("NONE", KVTIER_BACKPRESSURE_NONE)
+      .value("POOL_FULL", KVTIER_BACKPRESSURE_POOL_FULL, "this client's DDR pool is full")
+      .value("NODE_BUDGET", KVTIER_BACKPRESSURE_NODE_BUDGET, "the node-wide DDR budget is spent");
   nb::enum_<kvtier_eviction_mode>(m, "EvictionMode", nb::is_arithmetic())
       .value("CUMULATIVE", KVTIER_EVICT_CUMULATIVE, "evict_ratio = fraction of the managed chain ever destroyed")
       .value("PAPER_ALGORITHM", KVTIER_EVICT_PAPER_ALGORITHM, "evict_ratio re-applied every round (compounds)")
@@ -175,7 +195,11 @@ void bind_types(nb::module_& m) {
       .def_ro("score_records_dropped", &kvtier_client_counters::score_records_dropped,
               "Score records dropped because the ring was full (push_scores never blocks).")
       .def_ro("plan_records_received", &kvtier_client_counters::plan_records_received)
-      .def_ro("plans_acked", &kvtier_client_counters::plans_acked);
+      .def_ro("plans_acked", &kvtier_client_counters::plans_acked)
+      .def_ro("backpressure_tokens", &kvtier_client_counters::backpressure_tokens,
+              "Tokens the daemon kept in T0 for lack of a host row, so far.")
+      .def_ro("backpressure_reason", &kvtier_client_counters::backpressure_reason,
+              "Backpressure value of the latest such notice (an int: the daemon's word, not checked).");
   bind_plan(m);
   bind_status(m);
 }

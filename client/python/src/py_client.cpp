@@ -62,7 +62,8 @@ kvtier_versions PyClient::versions() {
 
 void PyClient::register_model(std::uint32_t num_layers, std::uint32_t num_kv_heads, std::uint32_t head_dim,
                               kvtier_dtype dtype, std::uint32_t pool_tokens,
-                              const std::optional<std::string>& model_name) {
+                              const std::optional<std::string>& model_name, std::uint32_t int8_pool_tokens,
+                              std::uint32_t weight) {
   std::lock_guard lock(mu_);
   kvtier_model_geometry geometry;
   kvtier_model_geometry_init(&geometry);
@@ -72,6 +73,8 @@ void PyClient::register_model(std::uint32_t num_layers, std::uint32_t num_kv_hea
   geometry.dtype = dtype;
   geometry.pool_tokens = pool_tokens;
   geometry.model_name = model_name ? model_name->c_str() : nullptr;
+  geometry.int8_pool_tokens = int8_pool_tokens;
+  geometry.weight = weight;
   if (const auto st = kvtier_model_register(handle_locked("register_model"), &geometry); st != KVTIER_OK) fail(st);
 }
 
@@ -81,7 +84,7 @@ std::uint32_t PyClient::open_sequence(std::uint32_t prompt_length, const Sequenc
   kvtier_sequence_options_init(&o);
   o.prompt_length = prompt_length;
   const bool any = p.sink_tokens || p.window_tokens || p.interval || p.hbm_tokens || p.evict_tokens || p.hbm_ratio ||
-                   p.evict_ratio || p.hysteresis || p.decay || p.mode;
+                   p.evict_ratio || p.hysteresis || p.decay || p.mode || p.int8_ratio || p.int8_tokens;
   o.use_defaults = any ? 0 : 1;
   o.sink_tokens = p.sink_tokens.value_or(o.sink_tokens);
   o.window_tokens = p.window_tokens.value_or(o.window_tokens);
@@ -93,6 +96,8 @@ std::uint32_t PyClient::open_sequence(std::uint32_t prompt_length, const Sequenc
   o.hysteresis = p.hysteresis.value_or(o.hysteresis);
   o.decay = p.decay.value_or(o.decay);
   o.mode = p.mode.value_or(o.mode);
+  o.int8_ratio = p.int8_ratio.value_or(o.int8_ratio);
+  o.int8_tokens = p.int8_tokens.value_or(o.int8_tokens);
   std::uint32_t sequence = 0;
   if (const auto st = kvtier_sequence_open_with(handle_locked("open_sequence"), &o, &sequence); st != KVTIER_OK) {
     fail(st);
@@ -214,17 +219,32 @@ DaemonStatus PyClient::daemon_status() {
   out.uptime_seconds = status->uptime_seconds;
   out.ddr_bytes_total = status->ddr_bytes_total;
   out.ddr_bytes_used = status->ddr_bytes_used;
+  out.int8_bytes_total = status->int8_bytes_total;
+  out.int8_bytes_used = status->int8_bytes_used;
   for (std::size_t i = 0; i < status->client_count; ++i) {
     const kvtier_client_info& c = status->clients[i];
     ClientInfo info{c.client_id,     c.pid,        c.uid,          c.name,        c.model_name,
                     c.num_layers,    c.num_kv_heads, c.head_dim,   c.dtype,       c.pool_slots,
                     c.pool_slots_used, c.score_records, c.scores_dropped, c.plans_sent, c.plans_acked,
                     c.errors,        {}};
+    info.backpressure_tokens = c.backpressure_tokens;
+    info.weight = c.weight;
+    info.ddr_bytes_used = c.ddr_bytes_used;
+    info.ddr_share_bytes = c.ddr_share_bytes;
+    info.int8_slots = c.int8_slots;
+    info.int8_slots_used = c.int8_slots_used;
+    info.t2_demotions = c.t2_demotions;
+    info.pressure_demotions = c.pressure_demotions;
+    info.pressure_evictions = c.pressure_evictions;
+    info.int8_trimmed = c.int8_trimmed;
+    // An enum value this build does not know would not convert to kvtier.Backpressure.
+    info.last_backpressure =
+        c.last_backpressure <= KVTIER_BACKPRESSURE_NODE_BUDGET ? c.last_backpressure : KVTIER_BACKPRESSURE_NONE;
     for (std::size_t j = 0; j < c.sequence_count; ++j) {
       const kvtier_sequence_info& s = c.sequences[j];
       info.sequences.push_back(SequenceInfo{s.sequence_id, s.prompt_length, s.tokens, s.tokens_t0, s.tokens_t1,
                                             s.tokens_t2, s.tokens_t3, s.destroyed_fraction, s.hbm_ratio,
-                                            s.evict_ratio, s.mode});
+                                            s.evict_ratio, s.mode, s.int8_ratio});
     }
     out.clients.push_back(std::move(info));
   }

@@ -53,6 +53,8 @@ struct SequenceParams {
   std::optional<std::uint32_t> sink_tokens, window_tokens, interval, hbm_tokens, evict_tokens;
   std::optional<double> hbm_ratio, evict_ratio, hysteresis, decay;
   std::optional<kvtier_eviction_mode> mode;
+  std::optional<double> int8_ratio;        // T2 budget (needs an int8 pool): share of the T1 survivors
+  std::optional<std::uint32_t> int8_tokens;  // absolute T2 budget; 0 = int8_ratio
 };
 
 // kvtier_kv_layout with owned pointer arrays.
@@ -68,6 +70,7 @@ struct SequenceInfo {
   std::uint32_t sequence_id, prompt_length, tokens, tokens_t0, tokens_t1, tokens_t2, tokens_t3;
   double destroyed_fraction, hbm_ratio, evict_ratio;
   kvtier_eviction_mode mode;
+  double int8_ratio;
 };
 
 struct ClientInfo {
@@ -78,12 +81,19 @@ struct ClientInfo {
   std::uint32_t pool_slots, pool_slots_used;
   std::uint64_t score_records, scores_dropped, plans_sent, plans_acked, errors;
   std::vector<SequenceInfo> sequences;
+  std::uint64_t backpressure_tokens = 0;
+  std::uint32_t weight = 0;
+  std::uint64_t ddr_bytes_used = 0, ddr_share_bytes = 0;
+  std::uint32_t int8_slots = 0, int8_slots_used = 0;
+  std::uint64_t t2_demotions = 0, pressure_demotions = 0, pressure_evictions = 0, int8_trimmed = 0;
+  kvtier_backpressure last_backpressure = KVTIER_BACKPRESSURE_NONE;
 };
 
 struct DaemonStatus {
   std::string daemon_version;
   std::uint64_t daemon_epoch, uptime_seconds, ddr_bytes_total, ddr_bytes_used;
   std::vector<ClientInfo> clients;
+  std::uint64_t int8_bytes_total = 0, int8_bytes_used = 0;
 };
 
 class PyClient {
@@ -101,7 +111,8 @@ class PyClient {
 
   kvtier_versions versions();
   void register_model(std::uint32_t num_layers, std::uint32_t num_kv_heads, std::uint32_t head_dim, kvtier_dtype dtype,
-                      std::uint32_t pool_tokens, const std::optional<std::string>& model_name);
+                      std::uint32_t pool_tokens, const std::optional<std::string>& model_name,
+                      std::uint32_t int8_pool_tokens, std::uint32_t weight);
   std::uint32_t open_sequence(std::uint32_t prompt_length, const SequenceParams& params);
   void close_sequence(std::uint32_t sequence);
   void push_scores(std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,

@@ -78,6 +78,13 @@ std::string policy_rule(std::string_view text) {
   return "must be one of paper, h2o, streaming_llm, random, vase, r_kv";
 }
 
+std::string pressure_rule(std::string_view text) {
+  for (std::string_view name : {"demote-evict", "demote", "evict", "backpressure"}) {
+    if (text == name) return {};
+  }
+  return "must be demote-evict, demote, evict or backpressure";
+}
+
 std::string eviction_mode_rule(std::string_view text) {
   return parse_eviction_mode(text)
              ? std::string()
@@ -87,7 +94,7 @@ std::string eviction_mode_rule(std::string_view text) {
 constexpr std::array<std::string_view, 4> kTables = {"daemon", "limits", "tiering", "pools"};
 
 // clang-format off
-const std::array<FieldSpec, 24> kFields = {{
+const std::array<FieldSpec, 29> kFields = {{
   {.table = "daemon", .key = "runtime_dir",
    .help = "directory of the socket and lock file (systemd RuntimeDirectory=)",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.daemon.runtime_dir; },
@@ -171,11 +178,29 @@ const std::array<FieldSpec, 24> kFields = {{
   {.table = "tiering", .key = "seed", .help = "seed of the random and vase policies",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.seed; },
    .int_min = 0, .int_max = ~std::uint64_t{0}},
+  {.table = "tiering", .key = "int8_ratio",
+   .help = "share of the tokens not kept in T0 quantized to int8 (T2), 0..1; 0 = off",
+   .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.int8_ratio; },
+   .real_min = 0.0, .real_max = 1.0},
 
   {.table = "pools", .key = "ddr_bytes_total",
    .help = "node-wide DDR pool bytes; 0 = only the per-client cap",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.pools.ddr_bytes_total; },
    .int_min = 0, .int_max = kPiB},
+  {.table = "pools", .key = "int8_bytes_total",
+   .help = "node-wide int8 pool bytes; 0 = only the per-client cap",
+   .bind = [](DaemonConfig& c) -> FieldRef { return &c.pools.int8_bytes_total; },
+   .int_min = 0, .int_max = kPiB},
+  {.table = "pools", .key = "int8_group_tokens", .help = "tokens quantized together per int8 block",
+   .bind = [](DaemonConfig& c) -> FieldRef { return &c.pools.int8_group_tokens; },
+   .int_min = 1, .int_max = 1024},
+  {.table = "pools", .key = "max_client_weight", .help = "largest weight a client may claim",
+   .bind = [](DaemonConfig& c) -> FieldRef { return &c.pools.max_client_weight; },
+   .int_min = 1, .int_max = 1u << 16},
+  {.table = "pools", .key = "pressure",
+   .help = "what a full node DDR budget does: demote-evict, demote, evict or backpressure",
+   .bind = [](DaemonConfig& c) -> FieldRef { return &c.pools.pressure; },
+   .text_rule = pressure_rule},
 }};
 // clang-format on
 

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstdint>
 
+#include "budget.hpp"
 #include "contract.hpp"
 #include "kvtier/tier/cut_selector.hpp"
 #include "kvtier/tier/sequence_tiers.hpp"
@@ -16,41 +17,6 @@ namespace {
 
 constexpr std::uint8_t bit(Tier tier) { return static_cast<std::uint8_t>(1u << tier_index(tier)); }
 
-struct Budget {
-  std::uint32_t evict = 0;  // lowest-ranked candidates → T3
-  std::uint32_t hbm = 0;    // highest-ranked survivors → T0
-};
-
-// hbm_tokens replaces the β·x product when set.
-std::uint32_t hbm_share(const TierParams& p, std::uint32_t base) {
-  return p.hbm_tokens != 0 ? std::min(p.hbm_tokens, base) : floor_share(p.hbm_ratio, base);
-}
-
-Budget budget_for(const TierParams& p, std::uint32_t n, std::uint32_t managed,
-                  std::uint32_t destroyed) {
-  Budget b;
-  switch (p.mode) {
-    case EvictionMode::kCumulative: {
-      // Non-compounding: the total destroyed never exceeds r of the managed chain.
-      const std::uint32_t allowed =
-          p.evict_tokens != 0 ? p.evict_tokens : floor_share(p.evict_ratio, managed);
-      b.evict = allowed > destroyed ? std::min(allowed - destroyed, n) : 0;
-      b.hbm = hbm_share(p, n - b.evict);
-      break;
-    }
-    case EvictionMode::kPaperAlgorithm:
-      b.evict = p.evict_tokens != 0 ? std::min(p.evict_tokens, n) : floor_share(p.evict_ratio, n);
-      b.hbm = hbm_share(p, n - b.evict);
-      break;
-    case EvictionMode::kPaperPrototype:
-      b.evict = p.evict_tokens != 0 ? std::min(p.evict_tokens, n) : floor_share(p.evict_ratio, n);
-      // The authors' n_keep = ⌊β·n⌋ uses n, not n − n_evict; it cannot exceed the survivors.
-      b.hbm = std::min(hbm_share(p, n), n - b.evict);
-      break;
-  }
-  return b;
-}
-
 struct ClassifyInput {
   const float* scores;  // ranking keys of the managed range
   const Tier* tiers;
@@ -59,6 +25,7 @@ struct ClassifyInput {
   std::uint8_t mask;    // candidate tiers
   CutPoint evict_cut;   // below: T3
   CutPoint t0_cut;      // below (and not evicted): T1 in the plain split
+  CutPoint t2_cut;      // below (and not evicted): T2 in the plain split (kInt8 only)
   double lower;         // hysteresis: a T0 token below this is demoted
   double upper;         // hysteresis: a T1/T2 token above this is promoted
 };
@@ -72,8 +39,9 @@ struct ClassifyCounts {
 // The classify-and-emit pass. Branch-free in the common case (cut points fall at random places
 // in score order, so branches would mispredict): every element is written at out[moves] and kept
 // only if its tier changed. kAllCandidates: every element of the range is a candidate (no mask
-// test). kHysteresis: apply the margin rule (see sequence_tiers.hpp).
-template <bool kAllCandidates, bool kHysteresis>
+// test). kHysteresis: apply the margin rule. kInt8: the T2 cut and the two T2 rules (see
+// sequence_tiers.hpp); off, the pass is exactly the three-tier one.
+template <bool kAllCandidates, bool kHysteresis, bool kInt8>
 ClassifyCounts classify(const ClassifyInput& in, TierMove* out) {
   ClassifyCounts counts;
   for (std::uint32_t i = 0; i < in.size; ++i) {
@@ -84,13 +52,26 @@ ClassifyCounts classify(const ClassifyInput& in, TierMove* out) {
     const std::uint32_t key = score_key(score);
     const std::uint32_t evict = in.evict_cut.below(key, i) ? candidate : 0u;
     const std::uint32_t demote = in.t0_cut.below(key, i) ? candidate : 0u;
-    // Below the evict cut implies below the T0 cut (rank_evict <= rank_t0): 0 = T0, 1 = T1, 3 = T3.
-    std::uint32_t new_code = 2 * evict + demote;
+    std::uint32_t new_code;
+    if constexpr (kInt8) {
+      // The cuts nest (evict <= T2 <= T0 rank), so the sum is 3 = T3, 2 = T2, 1 = T1, 0 = T0.
+      const std::uint32_t quantize = in.t2_cut.below(key, i) ? candidate : 0u;
+      new_code = evict + quantize + demote;
+      // T2 is reached only from T1 (a T0 token stops in T1), and a T2 token never returns to T1.
+      new_code -= (old_code == 0 && new_code == 2) ? 1u : 0u;
+      new_code += (old_code == 2 && new_code == 1) ? 1u : 0u;
+    } else {
+      // Below the evict cut implies below the T0 cut: 0 = T0, 1 = T1, 3 = T3.
+      new_code = 2 * evict + demote;
+    }
     if constexpr (kHysteresis) {
       if (candidate != 0 && evict == 0) {
         const std::uint32_t plain = new_code;
         const auto s = static_cast<double>(score);
-        new_code = old_tier == Tier::kT0 ? (s < in.lower ? 1u : 0u) : (s > in.upper ? 0u : 1u);
+        // Where a held or demoted token sits outside T0: T1, or its T2 place (kInt8).
+        std::uint32_t off_t0 = 1u;
+        if constexpr (kInt8) off_t0 = old_code == 2 ? 2u : std::max(plain, 1u);
+        new_code = old_tier == Tier::kT0 ? (s < in.lower ? 1u : 0u) : (s > in.upper ? 0u : off_t0);
         counts.held += new_code != plain ? 1u : 0u;
       }
     }
@@ -100,6 +81,14 @@ ClassifyCounts classify(const ClassifyInput& in, TierMove* out) {
     counts.moves += new_code != old_code ? 1u : 0u;
   }
   return counts;
+}
+
+// Direct calls (not a table of pointers), so each instantiation can be inlined into decide()
+// as before T2 existed: the three-tier path keeps its exact code.
+template <bool kAllCandidates, bool kHysteresis>
+ClassifyCounts classify_with(bool int8, const ClassifyInput& input, TierMove* out) {
+  return int8 ? classify<kAllCandidates, kHysteresis, true>(input, out)
+              : classify<kAllCandidates, kHysteresis, false>(input, out);
 }
 
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
@@ -159,8 +148,9 @@ const Decision& SequenceTiers::decide() {
     d.skipped = true;
     return d;
   }
-  const Budget budget = budget_for(params_, n, managed(), destroyed_);
+  const detail::Budget budget = detail::budget_for(params_, n, managed(), destroyed_);
   d.hbm_budget = budget.hbm;
+  d.int8_budget = budget.int8;
 
   RankingContext ctx;
   ctx.scores = {scores, size};
@@ -184,21 +174,26 @@ const Decision& SequenceTiers::decide() {
   detail::require(counted == n, "candidate count disagrees with the tier counts");
 
   // Below cut[0]: T3. Below cut[1] (and not below cut[0]): T1 in the plain split. cut[2] is
-  // the highest plain-T1 survivor, needed only for hysteresis.
+  // the highest plain-T1 survivor, needed only for hysteresis. cut[3], only when T2 is in play:
+  // below it (and not below cut[0]) T2 in the plain split.
   const std::uint32_t survivors = n - budget.evict;
   const bool hysteresis = !prototype && params_.hysteresis > 0.0 &&
                           policy_traits(params_.policy).supports_hysteresis && budget.hbm > 0 &&
                           budget.hbm < survivors;
+  // The T2 pass also runs with a zero budget while T2 tokens exist: they must not return to T1.
+  const bool int8 = budget.int8 > 0 || count(Tier::kT2) > 0;
   const std::uint32_t t0_rank = n - budget.hbm;
-  const std::uint32_t ranks[3] = {budget.evict, t0_rank, hysteresis ? t0_rank - 1 : t0_rank};
-  CutPoint cut[3];
-  selector.cuts(ranks, cut);
+  const std::uint32_t ranks[4] = {budget.evict, t0_rank, hysteresis ? t0_rank - 1 : t0_rank,
+                                  budget.evict + budget.int8};
+  CutPoint cut[4];
+  const std::size_t cut_count = int8 ? 4 : 3;
+  selector.cuts({ranks, cut_count}, {cut, cut_count});
 
   double lower = 0.0;
   double upper = 0.0;
   if (hysteresis) {
     // Both are real elements here (0 < survivors - hbm < survivors): the lowest survivor the
-    // plain split keeps in T0 and the highest it puts in T1.
+    // plain split keeps in T0 and the highest it leaves outside T0 (in T1, or T2 if T2 takes all).
     const auto lowest_t0 = static_cast<double>(std::bit_cast<float>(cut[1].key));
     const auto highest_t1 = static_cast<double>(std::bit_cast<float>(cut[2].key));
     lower = lowest_t0 * (1.0 - params_.hysteresis);
@@ -209,12 +204,15 @@ const Decision& SequenceTiers::decide() {
   // moves, so the buffer needs one spare entry beyond the candidates.
   pending.moves = allocate_moves(std::size_t{n} + 1);
   TierMove* out = pending.moves.get();
-  const ClassifyInput input{keys.data(), tiers, size, first, mask, cut[0], cut[1], lower, upper};
+  // cut[3] is unset (never read) when the T2 pass is off.
+  const ClassifyInput input{keys.data(), tiers, size, first, mask,
+                            cut[0], cut[1], cut[3], lower, upper};
   const bool all = n == size;
-  const ClassifyCounts counts = hysteresis ? (all ? classify<true, true>(input, out)
-                                                  : classify<false, true>(input, out))
-                                           : (all ? classify<true, false>(input, out)
-                                                  : classify<false, false>(input, out));
+  const ClassifyCounts counts =
+      hysteresis ? (all ? classify_with<true, true>(int8, input, out)
+                        : classify_with<false, true>(int8, input, out))
+                 : (all ? classify_with<true, false>(int8, input, out)
+                        : classify_with<false, false>(int8, input, out));
   detail::require(counts.evicted == budget.evict, "classify pass disagrees with the evict cut");
   d.moves = {out, counts.moves};
   d.evict_count = counts.evicted;

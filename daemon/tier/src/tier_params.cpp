@@ -31,6 +31,9 @@ Status validate(const TierParams& params) {
   if (!(params.evict_ratio >= 0.0 && params.evict_ratio <= 1.0)) {
     return bad("evict_ratio", "[0, 1]", params.evict_ratio);
   }
+  if (!(params.int8_ratio >= 0.0 && params.int8_ratio <= 1.0)) {
+    return bad("int8_ratio", "[0, 1]", params.int8_ratio);
+  }
   if (!(params.hysteresis >= 0.0 && params.hysteresis < 1.0)) {
     return bad("hysteresis", "[0, 1)", params.hysteresis);
   }
@@ -49,6 +52,14 @@ Status validate(const TierParams& params) {
       return make_error(Errc::kInvalidArgument,
                         "tier params: mode has unknown value " +
                             std::to_string(static_cast<unsigned>(params.mode)));
+  }
+  if (params.mode == EvictionMode::kPaperPrototype && int8_enabled(params)) {
+    // The prototype never re-ranks T1 tokens, and T2 is reached only from T1.
+    return make_error(Errc::kInvalidArgument,
+                      "tier params: int8_ratio and int8_tokens must be 0 in mode paper-prototype "
+                      "(it never re-ranks T1, and T2 is filled from T1), got int8_ratio " +
+                          fmt(params.int8_ratio) + ", int8_tokens " +
+                          std::to_string(params.int8_tokens));
   }
   if (policy_name(params.policy) == "unknown") {
     return make_error(Errc::kInvalidArgument,

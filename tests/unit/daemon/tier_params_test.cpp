@@ -75,6 +75,50 @@ TEST(TierParams, BoundaryValuesAreAccepted) {
   EXPECT_TRUE(validate(p).has_value());
 }
 
+TEST(TierParams, Int8IsOffByDefault) {
+  const TierParams p;
+  EXPECT_EQ(p.int8_ratio, 0.0);
+  EXPECT_EQ(p.int8_tokens, 0u);
+  EXPECT_FALSE(int8_enabled(p));
+}
+
+TEST(TierParams, Int8RatioOutsideTheUnitIntervalIsRefused) {
+  for (double bad : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+    TierParams p;
+    p.int8_ratio = bad;
+    const Status status = validate(p);
+    ASSERT_FALSE(status.has_value()) << bad;
+    EXPECT_EQ(status.error().code, Errc::kInvalidArgument);
+    EXPECT_THAT(status.error().message, HasSubstr("int8_ratio must be in [0, 1]"));
+  }
+}
+
+TEST(TierParams, Int8InPaperPrototypeModeIsRefused) {
+  TierParams ratio;
+  ratio.mode = EvictionMode::kPaperPrototype;
+  ratio.int8_ratio = 0.5;
+  TierParams tokens;
+  tokens.mode = EvictionMode::kPaperPrototype;
+  tokens.int8_tokens = 8;
+  for (const TierParams& p : {ratio, tokens}) {
+    const Status status = validate(p);
+    ASSERT_FALSE(status.has_value());
+    EXPECT_EQ(status.error().code, Errc::kInvalidArgument);
+    EXPECT_THAT(status.error().message, HasSubstr("paper-prototype"));
+  }
+}
+
+TEST(TierParams, Int8IsAcceptedInTheOtherModes) {
+  for (EvictionMode mode : {EvictionMode::kCumulative, EvictionMode::kPaperAlgorithm}) {
+    TierParams p;
+    p.mode = mode;
+    p.int8_ratio = 1.0;
+    p.int8_tokens = 16;
+    EXPECT_TRUE(validate(p).has_value()) << eviction_mode_name(mode);
+    EXPECT_TRUE(int8_enabled(p));
+  }
+}
+
 TEST(EvictionMode, NamesRoundTrip) {
   for (EvictionMode m : {EvictionMode::kCumulative, EvictionMode::kPaperAlgorithm,
                          EvictionMode::kPaperPrototype}) {

@@ -4,6 +4,8 @@
 // byte diagrams):
 //   control: [SegmentHeader][ControlBlock][score ring][plan ring]        (control_layout.hpp)
 //   pool:    [SegmentHeader][PoolBlock][padding to 4096][rows per layer] (pool_segment.hpp)
+//   int8:    [SegmentHeader][Int8PoolBlock][padding to 4096][blocks per layer]
+//            (int8_pool_segment.hpp)
 // Offsets are integers from the segment base, never pointers. The header is written once by
 // the daemon before it hands out the fd, `ready` last with release order; readers load `ready`
 // with acquire. Any change to a struct here must bump kLayoutVersion (the layout test pins the
@@ -16,15 +18,16 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kvtier/shm/int8_pool_geometry.hpp"
 #include "kvtier/shm/pool_geometry.hpp"
 #include "kvtier/shm/records.hpp"
 #include "kvtier/shm/ring_layout.hpp"
 
 namespace kvtier::shm {
 
-inline constexpr std::uint32_t kLayoutVersion = 2;
+inline constexpr std::uint32_t kLayoutVersion = 3;
 
-enum class SegmentKind : std::uint32_t { kControl = 1, kPool = 2 };
+enum class SegmentKind : std::uint32_t { kControl = 1, kPool = 2, kInt8Pool = 3 };
 
 // "KVTIERSG" as it reads in memory on a little-endian machine.
 inline constexpr std::uint64_t kSegmentMagic = [] {
@@ -69,9 +72,19 @@ struct alignas(kCacheLine) PoolBlock {
   std::uint64_t rows_bytes;   // geometry.total_bytes()
 };
 
+// Int8 (T2) pool segment block, right after the header. Blocks start at rows_offset.
+struct alignas(kCacheLine) Int8PoolBlock {
+  Int8PoolGeometry geometry;
+  std::uint32_t reserved;
+  std::uint64_t rows_offset;  // kPoolRowsOffset
+  std::uint64_t rows_bytes;   // geometry.total_bytes()
+};
+
 static_assert(sizeof(SegmentHeader) == 64 && alignof(SegmentHeader) == 64);
 static_assert(sizeof(ControlBlock) == 64 && alignof(ControlBlock) == 64);
 static_assert(sizeof(PoolBlock) == 64 && alignof(PoolBlock) == 64);
+static_assert(sizeof(Int8PoolBlock) == 64 && alignof(Int8PoolBlock) == 64);
+static_assert(std::is_standard_layout_v<Int8PoolBlock> && std::is_trivially_copyable_v<Int8PoolBlock>);
 static_assert(std::is_standard_layout_v<SegmentHeader>);
 static_assert(std::is_standard_layout_v<ControlBlock> && std::is_trivially_copyable_v<ControlBlock>);
 static_assert(std::is_standard_layout_v<PoolBlock> && std::is_trivially_copyable_v<PoolBlock>);
@@ -119,6 +132,8 @@ constexpr std::uint64_t layout_fingerprint() {
   f.add(offsetof(PlanRingHeader, producer)).add(offsetof(PlanRingHeader, consumer));
   f.add(offsetof(PlanRingProducerLine, write)).add(offsetof(PlanRingProducerLine, wake));
   f.add(offsetof(PlanRingProducerLine, producer_waiting));
+  f.add(offsetof(PlanRingProducerLine, backpressure_reason));
+  f.add(offsetof(PlanRingProducerLine, backpressure_tokens));
   f.add(offsetof(PlanRingConsumerLine, read)).add(offsetof(PlanRingConsumerLine, acked_epoch));
   f.add(offsetof(PlanRingConsumerLine, failed_epoch));
   f.add(offsetof(PlanRingConsumerLine, consumer_waiting));
@@ -146,6 +161,14 @@ constexpr std::uint64_t layout_fingerprint() {
   f.add(sizeof(PoolBlock)).add(alignof(PoolBlock));
   f.add(offsetof(PoolBlock, geometry)).add(offsetof(PoolBlock, rows_offset));
   f.add(offsetof(PoolBlock, rows_bytes));
+
+  f.add(sizeof(Int8PoolGeometry)).add(alignof(Int8PoolGeometry));
+  f.add(offsetof(Int8PoolGeometry, num_layers)).add(offsetof(Int8PoolGeometry, num_kv_heads));
+  f.add(offsetof(Int8PoolGeometry, head_dim)).add(offsetof(Int8PoolGeometry, group_tokens));
+  f.add(offsetof(Int8PoolGeometry, blocks));
+  f.add(sizeof(Int8PoolBlock)).add(alignof(Int8PoolBlock));
+  f.add(offsetof(Int8PoolBlock, geometry)).add(offsetof(Int8PoolBlock, rows_offset));
+  f.add(offsetof(Int8PoolBlock, rows_bytes));
   return f.hash;
 }
 
@@ -155,6 +178,7 @@ constexpr const char* segment_kind_name(SegmentKind kind) noexcept {
   switch (kind) {
     case SegmentKind::kControl: return "control";
     case SegmentKind::kPool: return "pool";
+    case SegmentKind::kInt8Pool: return "int8";
   }
   return "unknown";
 }

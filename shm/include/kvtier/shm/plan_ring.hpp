@@ -54,6 +54,10 @@ class PlanProducer {
   bool announce_sleep() noexcept;
   void cancel_sleep() noexcept;
 
+  // Backpressure notice: adds `tokens` to the running count and records the reason (relaxed; the
+  // client reads it whenever it likes, no wake-up).
+  void note_backpressure(std::uint64_t tokens, BackpressureReason reason) noexcept;
+
   // Highest epoch whose kPlanLast record has been pushed.
   std::uint64_t published_epoch() const noexcept { return published_epoch_; }
   std::uint64_t free_slots() noexcept;
@@ -90,6 +94,12 @@ class PlanConsumer {
   // should ring the doorbell.
   bool ack(std::uint64_t epoch) noexcept;
   bool fail(std::uint64_t epoch) noexcept;
+
+  struct Backpressure {
+    std::uint64_t tokens = 0;
+    std::uint32_t reason = 0;  // a BackpressureReason as written by the daemon (not validated)
+  };
+  Backpressure backpressure() const noexcept;
 
   std::uint64_t consumed() const noexcept { return read_; }
   std::uint32_t capacity() const noexcept { return capacity_; }

@@ -51,6 +51,14 @@ struct PlanMove {
   std::uint32_t dst_slot;
 };
 
+// Why the daemon last kept tokens in T0 instead of moving them to host memory (the plan ring's
+// backpressure notice, ring_layout.hpp). Values travel in shared memory: never renumber.
+enum class BackpressureReason : std::uint32_t {
+  kNone = 0,
+  kPoolFull = 1,    // this client's DDR pool segment has no free row
+  kNodeBudget = 2,  // the node-wide DDR budget is spent (other tenants hold it, or this one's share)
+};
+
 inline constexpr std::uint16_t kPlanLast = 1;  // PlanRecord::flags: last record of its epoch
 inline constexpr std::size_t kPlanRecordBytes = 1024;
 inline constexpr std::size_t kPlanRecordHeaderBytes = 16;

@@ -76,6 +76,11 @@ struct alignas(kCacheLine) PlanRingProducerLine {  // written by the daemon
   // 1 while the daemon is (about to be) asleep waiting for acks; the client clears it (1 -> 0)
   // when an ack decides to ring the doorbell.
   std::atomic<std::uint32_t> producer_waiting;
+  // Backpressure notice (daemon -> client, relaxed, informational): a running count of tokens
+  // the daemon kept in T0 because no host row was available, and why the latest were
+  // (a BackpressureReason). Written before the plan that carries the decision's other moves.
+  std::atomic<std::uint32_t> backpressure_reason;
+  std::atomic<std::uint64_t> backpressure_tokens;
 };
 
 struct alignas(kCacheLine) PlanRingConsumerLine {  // written by the client

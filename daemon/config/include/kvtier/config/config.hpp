@@ -79,13 +79,21 @@ struct TieringSection {
   EvictionMode eviction_mode = EvictionMode::kCumulative;
   std::string policy = "paper";  // paper, h2o, streaming_llm, random, vase, r_kv
   std::uint64_t seed = 0;        // random, vase: each sequence derives its own seed from it
+  double int8_ratio = 0.0;       // share of the non-T0 survivors quantized to T2; 0 = off
 
   bool operator==(const TieringSection&) const = default;
 };
 
 // [pools]
 struct PoolsSection {
-  std::uint64_t ddr_bytes_total = 0;  // node-wide DDR pool cap; 0 = only the per-client cap
+  // Node-wide cap on DDR (T1) row bytes in use over all clients; 0 = only the per-client cap.
+  // Segments may add up to more (their pages are touched only as rows are written); under
+  // pressure each client's weighted share decides who gives rows back (node_budget.hpp).
+  std::uint64_t ddr_bytes_total = 0;
+  std::uint64_t int8_bytes_total = 0;      // node-wide cap on int8 pool segment bytes; 0 = none
+  std::uint32_t int8_group_tokens = 32;    // tokens per int8 block (keys share per-channel scales)
+  std::uint32_t max_client_weight = 16;    // a client's requested weight is clamped to this
+  std::string pressure = "demote-evict";   // demote-evict, demote, evict or backpressure
 
   bool operator==(const PoolsSection&) const = default;
 };

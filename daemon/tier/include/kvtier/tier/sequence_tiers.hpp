@@ -4,9 +4,10 @@
 // Lifecycle, as the daemon drives it:
 //   add_scores(...)* end_step()   once per decode step (prefill column sums: add_scores only)
 //   if (due()) { d = decide(); send d.moves; on ack commit(accepted); on failure rollback(); }
-// decide() changes nothing visible: it leaves a pending decision whose moves are applied to the
-// committed assignment only by commit(), so a plan the client never acknowledged leaves the
-// sequence exactly as it was. Scores keep accumulating while a decision is pending.
+//   under pool pressure, between decisions: propose(moves), then the same send/commit/rollback
+// decide() (like propose()) changes nothing visible: it leaves a pending decision whose moves are
+// applied to the committed assignment only by commit(), so a plan the client never acknowledged
+// leaves the sequence exactly as it was. Scores keep accumulating while a decision is pending.
 //
 // Protected set (always T0): the prompt [0, P) when protects_prompt(params) (the policy's default
 // unless TierParams::protect_prompt says otherwise), the next sink_tokens positions (the first
@@ -18,21 +19,37 @@
 //   ranks U ascending by (key, position), key = the policy's ranking key (policy.hpp; the
 //   cumulative score for paper and h2o): equal keys rank older (lower) positions lower, so
 //   they are evicted/demoted first. The lowest n_evict go to T3, the top n_hbm of the survivors
-//   to T0, the rest to T1. Cut points come from CutSelector (radix select, no sort): three
-//   streaming passes over the managed range (histogram, boundary gather, classify + emit).
-// Hysteresis h > 0 (kCumulative, kPaperAlgorithm only): let c_hi be the score of the lowest
-//   survivor the plain split keeps in T0 and c_lo that of the highest it puts in T1
-//   (c_lo <= c_hi). A token now in T0 is demoted only if its score < c_hi·(1−h); a token now in
-//   T1/T2 is promoted only if its score > c_lo·(1+h). (Each side's margin is taken from the
-//   other side's boundary token, so a boundary token is never stuck behind its own score.)
-//   Tokens leaving the window arrive as T0 and follow the T0 rule. Eviction is unaffected. The unprotected T0 count may then differ from n_hbm by at most the number of
-//   survivors whose score lies in [c_hi·(1−h), c_lo·(1+h)]; Decision::hysteresis_held counts the
-//   tokens actually held. No margin applies when the plain split puts every survivor in one tier.
+//   to T0, of the rest the lowest n_t2 (int8 budget; 0 unless enabled) to T2 and the others to
+//   T1. Cut points come from CutSelector (radix select, no sort): three streaming passes over
+//   the managed range (histogram, boundary gather, classify + emit).
+// T2 rules (they override the split; the plain split is what Decision's budgets describe):
+//   (a) T2 is reached only from T1: the daemon quantizes T1 rows it owns and cannot read HBM, so
+//       a token now in T0 that the split puts in T2 goes to T1 (a later decision may demote it
+//       T1 -> T2).
+//   (b) Quantized once: a token now in T2 never goes back to T1; where the split says T1 it
+//       stays in T2. T2 -> T0 (a dequantizing promotion) and T2 -> T3 are allowed.
+//   With T2 off and no T2 tokens the classify pass is the three-tier one (no extra cost).
+// Hysteresis h > 0 (kCumulative, kPaperAlgorithm only) applies to the T0 boundary only: let
+//   c_hi be the score of the lowest survivor the plain split keeps in T0 and c_lo that of the
+//   highest it leaves outside T0 (c_lo <= c_hi). A token now in T0 is demoted (to T1) only if
+//   its score < c_hi·(1−h); a token now in T1/T2 is promoted only if its score > c_lo·(1+h),
+//   else it takes its place outside T0 (T1 or T2 by the split and the rules above; a T2 token
+//   stays in T2). (Each side's margin is taken from the other side's boundary token, so a
+//   boundary token is never stuck behind its own score.) Tokens leaving the window arrive as T0
+//   and follow the T0 rule. Eviction is unaffected. The unprotected T0 count may then differ
+//   from n_hbm by at most the number of survivors whose score lies in [c_hi·(1−h), c_lo·(1+h)];
+//   Decision::hysteresis_held counts the tokens actually held. No margin applies when the plain
+//   split puts every survivor in one tier.
 // Decay d < 1: end_step() multiplies every score by d, so after step t a score is
 //   Σ_j d^(t−j+1)·x_j: the same as s ← d·s + x at each step's add, times one common factor d
 //   that no ranking or relative hysteresis test can see.
 //
 // Hysteresis applies to paper and h2o only (validate() refuses it for the other policies).
+//
+// Pressure hooks (a node-wide cascade T1 -> T2 -> T3 when pools run short; DESIGN.md §4.1):
+// lowest_in_tier() lists victim candidates by cumulative score, eviction_headroom() says how many
+// tokens the sequence's eviction budget still allows destroying, and propose() leaves a pending
+// decision of exactly the daemon's moves, committed or rolled back like decide()'s.
 //
 // Per-token policy features (token_features.hpp): add_value_ranges (vase) and add_key_digests
 // (r_kv); recent attention (vase, r_kv) is derived from add_scores. A policy that does not use a
@@ -64,14 +81,22 @@
 
 namespace kvtier::tier {
 
-// What decide() proposes; valid until commit() or rollback().
+// What decide() (or propose(), see there) leaves pending; valid until commit() or rollback().
 struct Decision {
   std::span<const TierMove> moves;    // tier changes only, in position order; empty if none
   std::uint32_t candidates = 0;       // tokens ranked (|U|; unprotected T0 in kPaperPrototype)
   std::uint32_t evict_count = 0;      // moves to T3
   std::uint32_t hbm_budget = 0;       // n_hbm (n_keep in kPaperPrototype) before hysteresis
+  std::uint32_t int8_budget = 0;      // n_t2 of the plain split, before the T2 rules
   std::uint32_t hysteresis_held = 0;  // tokens the margin kept in their old tier
   bool skipped = false;               // kPaperPrototype round with < 10 candidates
+};
+
+// A token and its cumulative score, as lowest_in_tier() lists victim candidates.
+struct ScoredPosition {
+  float score;
+  std::uint32_t position;
+  friend bool operator==(const ScoredPosition&, const ScoredPosition&) = default;
 };
 
 class SequenceTiers {
@@ -127,6 +152,28 @@ class SequenceTiers {
   // Discards the pending decision. Precondition (aborts): has_pending().
   void rollback();
 
+  // Leaves a pending decision made of exactly `moves` (Decision: candidates = moves.size(),
+  // evict_count = the moves to T3, budgets 0), for the daemon's pressure cascade; commit() or
+  // rollback() it like decide()'s. The moves come from daemon logic, yet every one is checked and
+  // nothing is left pending on error: kBadState if a decision is pending; kInvalidArgument,
+  // naming the move, unless positions are strictly ascending, each is managed (not protected)
+  // and currently in move.from, each move is T1 -> T2, T1 -> T3 or T2 -> T3, T1 -> T2 only where
+  // the params enable T2 (int8_enabled: a sequence without T2 stays exact), and the moves to T3
+  // number at most eviction_headroom().
+  Status propose(std::span<const TierMove> moves);
+
+  // How many more tokens may be destroyed now without breaking the eviction budget.
+  // kCumulative: max(0, allowed − destroyed()), allowed = evict_tokens, or ⌊evict_ratio·managed()⌋
+  // when evict_tokens is 0. The paper modes: the n_evict a decision would take over the current
+  // candidates (0 in a kPaperPrototype round that would be skipped).
+  std::uint32_t eviction_headroom() const noexcept;
+
+  // Appends to `out` up to k managed (unprotected) tokens now in `tier`, those with the lowest
+  // cumulative score, ascending by (score, position): equal scores list the lower position first.
+  // Returns the number appended (0 for T3). One pass over the managed range keeping a k-element
+  // heap: O(managed · log k) time, no memory beyond out's k new entries. The rare pressure path.
+  std::size_t lowest_in_tier(Tier tier, std::size_t k, std::vector<ScoredPosition>& out) const;
+
   // Preconditions (abort): position < length().
   Tier tier_of(std::uint32_t position) const;
   float score_of(std::uint32_t position) const;  // 0 for T3 tokens
@@ -180,6 +227,8 @@ class SequenceTiers {
   std::uint32_t managed_last() const noexcept;
   // Unprotected candidates in the managed range, from the tier counts (protected tokens are T0).
   std::uint32_t candidate_count(bool t0_only) const noexcept;
+  // The checks of propose(); nothing changes.
+  Status check_proposal(std::span<const TierMove> moves) const;
   // Checks first_position + count against max_tokens; kInvalidArgument naming `what`.
   Status check_range(std::uint32_t first_position, std::size_t count, const char* what) const;
 

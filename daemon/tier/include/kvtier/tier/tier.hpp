@@ -2,7 +2,7 @@
 //
 //   kT0  the engine's own HBM KV cache (native precision)
 //   kT1  daemon DDR pool, bit-exact copy (staged into HBM for attention)
-//   kT2  daemon int8 pool (lossy; reserved, no policy moves tokens there yet)
+//   kT2  daemon int8 pool (lossy; filled from T1 only, never back to T1; see sequence_tiers.hpp)
 //   kT3  nowhere: destroyed, never comes back
 //
 // The numeric values travel in plans and are stored one byte per token: never renumber.

@@ -21,6 +21,12 @@
 // per-round count in the two paper modes. Every ⌊x⌋ is taken with a 1e-9 tolerance so that
 // 0.29·100 gives 29, not 28.
 //
+// int8 tier T2 (off by default: int8_ratio = 0 and int8_tokens = 0). Of the m1 = m − n_hbm
+// survivors the plain split does not keep in T0, the lowest-ranked n_t2 go to T2 (int8, lossy)
+// and the rest to T1: n_t2 = min(int8_tokens, m1) when int8_tokens != 0, else ⌊int8_ratio·m1⌋.
+// T2 is filled from T1 only and a quantized token never returns to T1 (sequence_tiers.hpp).
+// Not available in kPaperPrototype, which never re-ranks T1 tokens.
+//
 // Policy (policy_kind.hpp, policy.hpp): which ranking orders U. The eviction mode and the budgets
 // above apply unchanged to every policy, so budgets are matched across policies. The protected
 // set is the prompt (when protected), the sink_tokens positions after it (the first sink_tokens
@@ -58,6 +64,8 @@ struct TierParams {
   double decay = 1.0;
   std::uint32_t hbm_tokens = 0;      // absolute T0 budget for unprotected tokens; 0 = hbm_ratio
   std::uint32_t evict_tokens = 0;    // absolute destroyed-token budget; 0 = evict_ratio
+  double int8_ratio = 0.0;           // share of the non-T0 survivors placed in T2; 0 = T2 off
+  std::uint32_t int8_tokens = 0;     // absolute T2 budget; 0 = int8_ratio
   EvictionMode mode = EvictionMode::kCumulative;
 
   // --- policy (policy.hpp documents each one) ---
@@ -95,11 +103,17 @@ constexpr std::uint32_t effective_recent_window(const TierParams& params) noexce
                                    : policy_traits(params.policy).default_recent_window;
 }
 
+// True when the params give T2 a budget (int8_ratio > 0 or int8_tokens != 0).
+constexpr bool int8_enabled(const TierParams& params) noexcept {
+  return params.int8_ratio > 0.0 || params.int8_tokens != 0;
+}
+
 // kInvalidArgument naming the first offending field and its value, e.g.
-// "tier params: hbm_ratio must be in [0, 1], got 1.5". Checks: hbm_ratio and evict_ratio in
-// [0, 1], hysteresis in [0, 1), decay in (0, 1], interval >= 1, mode and policy known
-// enumerators, hysteresis 0 unless the policy supports it (paper, h2o), value_protect_ratio and
-// rkv_lambda in [0, 1], rkv_threshold in [-1, 1).
+// "tier params: hbm_ratio must be in [0, 1], got 1.5". Checks: hbm_ratio, evict_ratio and
+// int8_ratio in [0, 1], hysteresis in [0, 1), decay in (0, 1], interval >= 1, mode and policy
+// known enumerators, int8_ratio and int8_tokens 0 in kPaperPrototype, hysteresis 0 unless the
+// policy supports it (paper, h2o), value_protect_ratio and rkv_lambda in [0, 1], rkv_threshold
+// in [-1, 1).
 Status validate(const TierParams& params);
 
 // "cumulative", "paper-algorithm", "paper-prototype"; "unknown" outside the enum.

@@ -1,0 +1,85 @@
+#include "node_budget.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "client_channel.hpp"
+
+namespace kvtier::daemon {
+
+NodeBudget::NodeBudget(const config::PoolsSection& pools, const Channels& channels,
+                       std::function<void(std::uint32_t)> kick)
+    : pools_(pools), channels_(channels), kick_(std::move(kick)) {}
+
+std::uint64_t NodeBudget::total_weight() const {
+  std::uint64_t sum = 0;
+  for (const auto& [id, channel] : channels_) sum += channel->has_pool() ? channel->weight() : 0;
+  return sum;
+}
+
+std::uint64_t NodeBudget::share_bytes(const ClientChannel& client) const {
+  const std::uint64_t total = pools_.ddr_bytes_total;
+  const std::uint64_t weights = total_weight();
+  if (total == 0 || weights == 0 || !client.has_pool()) return 0;
+  // total·weight can exceed 64 bits (2^50 · 2^16); split total into quotient and remainder.
+  const std::uint64_t w = client.weight();
+  return total / weights * w + total % weights * w / weights;
+}
+
+Admission NodeBudget::admit(const ClientChannel& client, std::uint32_t wanted) {
+  const std::uint64_t total = pools_.ddr_bytes_total;
+  if (total == 0 || wanted == 0) return {wanted, shm::BackpressureReason::kNone};
+  std::uint64_t used = 0;
+  for (const auto& [id, channel] : channels_) used += channel->ddr_bytes_used();
+  const std::uint64_t per_row = client.bytes_per_slot();
+  const std::uint64_t fit = used >= total ? 0 : (total - used) / per_row;
+  if (fit >= wanted) return {wanted, shm::BackpressureReason::kNone};
+  relieve(client, (wanted - fit) * per_row);
+  return {static_cast<std::uint32_t>(fit), shm::BackpressureReason::kNodeBudget};
+}
+
+void NodeBudget::relieve(const ClientChannel& requester, std::uint64_t missing_bytes) {
+  if (pools_.pressure == "backpressure") return;
+  // How much each victim may give back: what it holds above its share (all the requester needs
+  // when the requester itself is the one over its share).
+  std::map<std::uint32_t, std::uint64_t> give;
+  const bool requester_over = requester.ddr_bytes_used() >= share_bytes(requester);
+  for (const auto& [id, channel] : channels_) {
+    if (!channel->has_pool() || channel->relief_pending()) continue;
+    const bool is_requester = channel.get() == &requester;
+    if (requester_over != is_requester) continue;
+    const std::uint64_t used = channel->ddr_bytes_used();
+    const std::uint64_t share = share_bytes(*channel);
+    const std::uint64_t excess = is_requester ? missing_bytes : (used > share ? used - share : 0);
+    if (excess >= channel->bytes_per_slot()) give[id] = excess;
+  }
+  if (give.empty()) return;
+
+  // The lowest scores node-wide: each victim lists its lowest T1 tokens (no more than it could
+  // give), then one ordering over all of them.
+  std::vector<ReliefCandidate> candidates;
+  for (const auto& [id, bytes] : give) {
+    const ClientChannel& victim = *channels_.at(id);
+    victim.lowest_t1(static_cast<std::size_t>(std::min(bytes, missing_bytes) / victim.bytes_per_slot() + 1),
+                     candidates);
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const ReliefCandidate& a, const ReliefCandidate& b) {
+    return a.score != b.score ? a.score < b.score : a.client_id < b.client_id;
+  });
+  std::map<std::uint32_t, std::vector<ReliefCandidate>> chosen;
+  for (const ReliefCandidate& c : candidates) {
+    if (missing_bytes == 0) break;
+    const std::uint64_t per_row = channels_.at(c.client_id)->bytes_per_slot();
+    std::uint64_t& left = give[c.client_id];
+    if (left < per_row) continue;
+    left -= per_row;
+    missing_bytes -= std::min(missing_bytes, per_row);
+    chosen[c.client_id].push_back(c);
+  }
+  for (auto& [id, tokens] : chosen) {
+    channels_.at(id)->request_relief(std::move(tokens));
+    kick_(id);
+  }
+}
+
+}  // namespace kvtier::daemon

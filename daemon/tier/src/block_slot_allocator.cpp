@@ -1,0 +1,51 @@
+// BlockSlotAllocator: a free-block stack, a live-row count per block and a per-slot bitmap for
+// double-release detection.
+#include "kvtier/tier/block_slot_allocator.hpp"
+
+#include <string>
+
+#include "contract.hpp"
+
+namespace kvtier::tier {
+
+BlockSlotAllocator::BlockSlotAllocator(std::uint32_t blocks, std::uint32_t group)
+    : blocks_(blocks), group_(group) {
+  detail::require(group >= 1, "BlockSlotAllocator: group must be >= 1");
+  detail::require(std::uint64_t{blocks} * group < 0xFFFFFFFFull,
+                  "BlockSlotAllocator: blocks * group must be below 2^32 - 1");
+  free_.reserve(blocks);
+  for (std::uint32_t block = blocks; block > 0; --block) free_.push_back(block - 1);
+  live_rows_.assign(blocks, 0);
+  allocated_.assign(std::size_t{blocks} * group, false);
+}
+
+std::optional<std::uint32_t> BlockSlotAllocator::allocate_block(std::uint32_t rows) {
+  detail::require(rows >= 1 && rows <= group_, "allocate_block(): rows outside [1, group]");
+  if (free_.empty()) return std::nullopt;
+  const std::uint32_t block = free_.back();
+  free_.pop_back();
+  const std::uint32_t first = block * group_;
+  for (std::uint32_t row = 0; row < rows; ++row) allocated_[first + row] = true;
+  live_rows_[block] = rows;
+  used_slots_ += rows;
+  return first;
+}
+
+Status BlockSlotAllocator::release(std::uint32_t slot) {
+  if (slot >= allocated_.size()) {
+    return make_error(Errc::kInvalidArgument,
+                      "release of T2 slot " + std::to_string(slot) + " beyond capacity " +
+                          std::to_string(allocated_.size()));
+  }
+  if (!allocated_[slot]) {
+    return make_error(Errc::kBadState,
+                      "release of T2 slot " + std::to_string(slot) + " which is not allocated");
+  }
+  allocated_[slot] = false;
+  --used_slots_;
+  const std::uint32_t block = slot / group_;
+  if (--live_rows_[block] == 0) free_.push_back(block);
+  return {};
+}
+
+}  // namespace kvtier::tier

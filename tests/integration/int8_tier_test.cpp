@@ -1,0 +1,141 @@
+// The int8 tier (T2) through real processes: kvtierd demotes low-ranked host tokens T1 -> T2
+// (quantizing the pool row into the client's int8 pool), libkvtier stages them dequantized and
+// restores them T2 -> T0 by dequantizing. kvtier-workload's KV audit (tests/workload/kv_audit.hpp)
+// checks every attended row against what the engine wrote: T0/T1 bit-identical, T2 within the
+// int8 error bound, no live token missing, T3 exactly the positions the plans evicted; any
+// violation makes it exit 6.
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "workload_run.hpp"
+
+namespace kvtier::testing {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+std::string test_name() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
+
+// Small window and interval so a 200-step run makes many decisions; β = 0.3 puts most of the
+// managed chain in host memory, of which int8_ratio 0.5 goes to T2.
+const std::vector<std::string> kInt8 = {"--sequences", "2",    "--prompt",      "32",  "--steps", "200",
+                                        "--interval",  "16",   "--window",      "16",  "--beta",  "0.3",
+                                        "--int8-ratio", "0.5", "--int8-pool-tokens", "400"};
+
+std::vector<std::string> with(std::vector<std::string> base, const std::vector<std::string>& extra) {
+  base.insert(base.end(), extra.begin(), extra.end());
+  return base;
+}
+
+// Sum of `"key":N` over the whole JSON text (e.g. t2 over every sequence of every client).
+long sum_of(const std::string& json, const std::string& key) {
+  long sum = 0;
+  const std::string needle = "\"" + key + "\":";
+  for (auto at = json.find(needle); at != std::string::npos; at = json.find(needle, at + 1)) {
+    sum += std::stol(json.substr(at + needle.size()));
+  }
+  return sum;
+}
+
+void expect_audit_clean(const WorkloadRun& run) {
+  EXPECT_GT(run.number("audit_rows"), 0) << run.out;
+  EXPECT_EQ(run.number("audit_exact_mismatch"), 0) << run.out;
+  EXPECT_EQ(run.number("audit_t2_bound_violations"), 0) << run.out;
+  EXPECT_EQ(run.number("audit_tier_mismatch"), 0) << run.out;
+  EXPECT_EQ(run.number("lost_tokens"), 0) << run.out;
+}
+
+class Int8Staging : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Int8Staging, DemotedTokensStayWithinTheInt8BoundAndNothingIsLost) {
+  DaemonUnderTest daemon(test_name());
+  const WorkloadRun run = run_workload(daemon, with(kInt8, {"--order", GetParam()}));
+  ASSERT_EQ(run.exit_code, 0) << run.out << daemon.log();
+  EXPECT_GT(run.number("rows_to_t2"), 0);
+  EXPECT_GT(run.number("audit_t2_rows"), 0);
+  expect_audit_clean(run);
+  EXPECT_EQ(run.number("plans_failed"), 0);
+  // Lossy but close: the int8 rows differ from the originals by at most half a quantization
+  // step, and the outputs drift from the full cache's by a small, nonzero amount.
+  EXPECT_GT(run.number("audit_t2_max_abs_err"), 0);
+  EXPECT_LT(run.number("audit_t2_max_abs_err"), 0.05);
+  EXPECT_GT(run.number("max_abs_diff"), 0);
+  EXPECT_LT(run.number("max_abs_diff"), 0.01);
+  EXPECT_LT(run.number("steps_identical"), run.number("steps_compared"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Order, Int8Staging, ::testing::Values("position", "compact"));
+
+TEST(Int8Tier, StatusShowsT2TokensAndDemotionsOfARunningSequence) {
+  DaemonUnderTest daemon(test_name());
+  ChildProcess client = ChildProcess::spawn(
+      with({KVTIER_TEST_WORKLOAD, "--socket", daemon.socket().string(), "--name", "int8"}, with(kInt8, {"--hold"})),
+      daemon.dir() / "client.log");
+  std::string json;
+  EXPECT_TRUE(eventually(
+      [&] {
+        json = daemon.ctl({"status", "--json"}).out;
+        return sum_of(json, "t2") > 0 && sum_of(json, "int8_slots_used") > 0 && sum_of(json, "t2_demotions") > 0;
+      },
+      std::chrono::seconds(20)))
+      << json;
+  EXPECT_THAT(json, HasSubstr("\"int8_ratio\":0.5"));
+  client.signal(SIGTERM);
+  // Exit 0 also means the workload's KV audit passed.
+  EXPECT_EQ(client.wait(std::chrono::seconds(20)), 0)
+      << run_command({"/bin/cat", (daemon.dir() / "client.log").string()}).out;
+}
+
+// The random policy ranks by chance, so tokens already in T2 get evicted too (T2 -> T3).
+TEST(Int8Tier, EvictionOutOfTheInt8TierDestroysExactlyWhatThePlansSay) {
+  DaemonUnderTest daemon(test_name());
+  const WorkloadRun run = run_workload(daemon, with(kInt8, {"--policy", "random", "--evict", "0.3"}));
+  ASSERT_EQ(run.exit_code, 0) << run.out << daemon.log();
+  EXPECT_GT(run.number("rows_t2_evicted"), 0);
+  EXPECT_GT(run.number("t3_tokens"), run.number("rows_t2_evicted"));
+  expect_audit_clean(run);
+}
+
+TEST(Int8Tier, AnInt8PoolWithoutAnInt8BudgetChangesNothing) {
+  DaemonUnderTest daemon(test_name());
+  const WorkloadRun run =
+      run_workload(daemon, {"--sequences", "2", "--prompt", "32", "--steps", "200", "--interval", "16", "--window",
+                            "16", "--beta", "0.3", "--int8-pool-tokens", "400", "--expect-exact"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << daemon.log();
+  EXPECT_GT(run.number("rows_offloaded"), 0);
+  EXPECT_EQ(run.number("rows_to_t2"), 0);
+  EXPECT_EQ(run.number("steps_identical"), run.number("steps_compared"));
+  expect_audit_clean(run);
+}
+
+class Int8WithoutPool : public ::testing::TestWithParam<std::vector<std::string>> {};
+
+TEST_P(Int8WithoutPool, OpeningTheSequenceIsRefusedNamingTheMissingPoolAndTheDaemonKeepsServing) {
+  DaemonUnderTest daemon(test_name());
+  const WorkloadRun refused = run_workload(daemon, with({"--sequences", "1", "--prompt", "32", "--steps", "50"},
+                                                        GetParam()));
+  EXPECT_EQ(refused.exit_code, 1) << refused.out;
+  EXPECT_THAT(refused.out, HasSubstr("kvtier-workload: open: "));
+  EXPECT_THAT(refused.out, AnyOf(HasSubstr("bad_state"), HasSubstr("invalid_argument")));
+  EXPECT_THAT(refused.out, HasSubstr("int8 pool"));
+  EXPECT_TRUE(refused.summary.empty());
+  // The refusal ended nothing but that request: another client runs normally.
+  const WorkloadRun next = run_workload(daemon, {"--sequences", "1", "--prompt", "32", "--steps", "100", "--interval",
+                                                 "16", "--window", "16", "--beta", "0.3", "--expect-exact"});
+  EXPECT_EQ(next.exit_code, 0) << next.out << daemon.log();
+  EXPECT_GT(next.number("rows_offloaded"), 0);
+  EXPECT_TRUE(daemon.process().running());
+}
+
+INSTANTIATE_TEST_SUITE_P(Budget, Int8WithoutPool,
+                         ::testing::Values(std::vector<std::string>{"--int8-ratio", "0.5"},
+                                           std::vector<std::string>{"--int8-tokens", "16"}));
+
+}  // namespace
+}  // namespace kvtier::testing

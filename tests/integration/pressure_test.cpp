@@ -1,0 +1,155 @@
+// Node-wide budgets through real processes: three engine clients with different weights share a
+// node DDR budget far smaller than what their policies want in host memory. The pressure
+// cascade must take rows back only by policy decisions (int8 demotion where a client has an
+// int8 pool, eviction within a sequence's eviction cap), otherwise keep tokens in HBM; every
+// client's KV audit (kv_audit.hpp: T0/T1 bit-identical to a shadow full cache, T2 within the
+// int8 bound, no live token missing) must pass, and the daemon's counters must match what the
+// clients saw.
+#include <signal.h>
+
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "workload_run.hpp"
+
+namespace kvtier::testing {
+namespace {
+
+std::string test_name() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
+
+// The toy model: 4 layers x 2 KV heads x 16 dims, f32 K and V: 1,024 bytes per token.
+constexpr long kBytesPerToken = 1024;
+constexpr long kNodeTokens = 240;
+
+// The JSON object of client `name` in `kvtierctl status --json` (up to the next client).
+std::string client_json(const std::string& json, const std::string& name) {
+  const auto at = json.find("\"name\":\"" + name + "\"");
+  if (at == std::string::npos) return {};
+  return json.substr(at, json.find("\"client_id\"", at) - at);
+}
+
+long field(const std::string& json, const std::string& key) {
+  const auto at = json.find("\"" + key + "\":");
+  return at == std::string::npos ? -1 : std::stol(json.substr(at + key.size() + 3));
+}
+
+std::string text_field(const std::string& json, const std::string& key) {
+  const auto at = json.find("\"" + key + "\":\"");
+  if (at == std::string::npos) return {};
+  const auto start = at + key.size() + 4;
+  return json.substr(start, json.find('"', start) - start);
+}
+
+std::map<std::string, std::string> summary_of(const std::string& out) {
+  std::map<std::string, std::string> summary;
+  const auto at = out.find("summary ");
+  if (at == std::string::npos) return summary;
+  std::istringstream line(out.substr(at + 8, out.find('\n', at) - at - 8));
+  for (std::string item; line >> item;) {
+    const auto eq = item.find('=');
+    if (eq != std::string::npos) summary[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return summary;
+}
+
+double number(const std::map<std::string, std::string>& summary, const std::string& key) {
+  auto it = summary.find(key);
+  return it == summary.end() ? -1.0 : std::stod(it->second);
+}
+
+TEST(Pressure, ThreeWeightedClientsShareTheNodeBudgetLosingNothingOutsidePolicyDecisions) {
+  DaemonUnderTest daemon(test_name(), {"--set", "pools.ddr_bytes_total=" + std::to_string(kNodeTokens * kBytesPerToken),
+                                       "--set", "pools.pressure=demote-evict"});
+  // Each wants ~300 tokens in T1 (β 0.2 of ~380 managed tokens); the node holds 240 rows.
+  const std::vector<std::string> common = {"--socket", daemon.socket().string(), "--sequences", "1", "--prompt", "32",
+                                           "--steps", "400", "--interval", "16", "--window", "16", "--beta", "0.2",
+                                           "--step-us", "1500", "--audit-every", "16", "--hold"};
+  auto spawn = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {KVTIER_TEST_WORKLOAD, "--name", name};
+    argv.insert(argv.end(), common.begin(), common.end());
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return ChildProcess::spawn(argv, daemon.dir() / (name + ".log"));
+  };
+  // A: weight 1, an int8 pool and a small T2 budget of its own: gives rows back by demotion. B: weight 1, no int8 pool,
+  // r = 0.2: gives rows back by eviction within its cap. C: weight 2, nothing to give (r = 0).
+  ChildProcess a = spawn("A", {"--weight", "1", "--int8-pool-tokens", "512", "--int8-ratio", "0.1"});
+  ChildProcess b = spawn("B", {"--weight", "1", "--evict", "0.2"});
+  ChildProcess c = spawn("C", {"--weight", "2"});
+
+  // Wait until all three have finished their steps (they hold: plans then stop moving).
+  std::string json;
+  ASSERT_TRUE(eventually(
+      [&] {
+        json = daemon.ctl({"status", "--json"}).out;
+        int done = 0;
+        for (const char* name : {"A", "B", "C"}) {
+          const std::string client = client_json(json, name);
+          // 32 prompt + 400 generated tokens.
+          done += client.find("\"tokens\":") != std::string::npos &&
+                  field(client, "t0") + field(client, "t1") + field(client, "t2") + field(client, "t3") == 432;
+        }
+        return done == 3;
+      },
+      std::chrono::seconds(90)))
+      << json;
+  // Give in-flight plans a moment to land, then take the daemon's view while all three live.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  json = daemon.ctl({"status", "--json"}).out;
+  const std::string ja = client_json(json, "A"), jb = client_json(json, "B"), jc = client_json(json, "C");
+
+  // The node budget holds at every decision, pending plans included.
+  EXPECT_LE(field(ja, "ddr_bytes_used") + field(jb, "ddr_bytes_used") + field(jc, "ddr_bytes_used"),
+            kNodeTokens * kBytesPerToken)
+      << json;
+  EXPECT_EQ(field(ja, "ddr_share_bytes"), kNodeTokens * kBytesPerToken / 4);
+  EXPECT_EQ(field(jc, "ddr_share_bytes"), kNodeTokens * kBytesPerToken / 2);
+  // Pressure was applied by each client's own means, and C, with nothing to give, gave nothing.
+  EXPECT_GT(field(ja, "pressure_demotions"), 0) << ja;
+  EXPECT_EQ(field(ja, "pressure_evictions"), 0) << ja;
+  EXPECT_GT(field(jb, "pressure_evictions"), 0) << jb;
+  EXPECT_EQ(field(jb, "pressure_demotions"), 0) << jb;
+  EXPECT_EQ(field(jc, "pressure_demotions") + field(jc, "pressure_evictions"), 0) << jc;
+  // Somebody was kept in HBM for the node budget.
+  const long backpressure = field(ja, "backpressure_tokens") + field(jb, "backpressure_tokens") +
+                            field(jc, "backpressure_tokens");
+  EXPECT_GT(backpressure, 0) << json;
+
+  for (ChildProcess* p : {&a, &b, &c}) p->signal(SIGTERM);
+  std::map<std::string, std::map<std::string, std::string>> summaries;
+  for (auto [name, process] : {std::pair{"A", &a}, {"B", &b}, {"C", &c}}) {
+    const std::optional<int> code = process->wait(std::chrono::seconds(30));
+    const std::string out = run_command({"/bin/cat", (daemon.dir() / (std::string(name) + ".log")).string()}).out;
+    // A non-zero exit is an audit failure (a lost token, a T0/T1 row not bit-identical, a T2 row
+    // outside the int8 bound) or an error; the log says which.
+    EXPECT_EQ(code, std::optional<int>(0)) << name << ":\n" << out;
+    summaries[name] = summary_of(out);
+  }
+  for (const auto& [name, s] : summaries) {
+    EXPECT_EQ(number(s, "lost_tokens"), 0) << name;
+    EXPECT_EQ(number(s, "audit_exact_mismatch"), 0) << name;
+    EXPECT_EQ(number(s, "audit_t2_bound_violations"), 0) << name;
+    EXPECT_GT(number(s, "audit_rows"), 0) << name;
+  }
+  // The daemon's counters are what the clients lived through.
+  const std::map<std::string, std::string> clients[] = {{{"A", ja}}, {{"B", jb}}, {{"C", jc}}};
+  for (const auto& entry : clients) {
+    const auto& [name, j] = *entry.begin();
+    const auto& s = summaries[name];
+    EXPECT_EQ(number(s, "backpressure_tokens"), field(j, "backpressure_tokens")) << name;
+    EXPECT_EQ(number(s, "t3_tokens"), field(j, "t3")) << name;
+    EXPECT_EQ(number(s, "rows_to_t2"), field(j, "t2_demotions") + field(j, "pressure_demotions")) << name;
+  }
+  EXPECT_EQ(text_field(jc, "last_backpressure"), "node_budget") << jc;
+  // B's evictions stayed within its cap (r = 0.2 of its managed chain).
+  EXPECT_LE(field(jb, "t3"), 0.2 * (432 - 32 - 4 - 16) + 1) << jb;
+  EXPECT_THAT(daemon.log(), ::testing::HasSubstr("reason=node_budget"));
+}
+
+}  // namespace
+}  // namespace kvtier::testing

@@ -1,0 +1,252 @@
+// SequenceCache with an int8 (T2) pool, driven by hand-made plans over host memory: T1 -> T2
+// switches reads to rows the "daemon" (this test) quantized, T2 -> T0 dequantizes into the
+// engine's slot, T2 -> T3 drops, staging merges exact T1 rows with dequantized T2 rows, and
+// every refused plan leaves cache, pool and residency untouched.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kvtier/kernels/quantize.hpp"
+#include "kvtier/shm/int8_pool_segment.hpp"
+#include "kvtier/shm/layout.hpp"
+#include "sequence_cache.hpp"
+
+namespace kvtier::client {
+namespace {
+
+constexpr std::uint32_t kLayers = 2, kHeads = 2, kDim = 8, kSlots = 16, kPoolSlots = 8, kGroup = 4;
+constexpr std::size_t kHalf = std::size_t{kHeads} * kDim * sizeof(float);
+constexpr std::size_t kRow = 2 * kHalf;
+constexpr std::uint8_t kT0 = KVTIER_T0, kT1 = KVTIER_T1, kT2 = KVTIER_T2, kT3 = KVTIER_T3;
+constexpr std::uint32_t kNone = KVTIER_NO_SLOT;
+
+using Bytes = std::vector<std::byte>;
+
+class SequenceCacheT2 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (std::uint32_t l = 0; l < kLayers; ++l) {
+      k_[l].resize(std::size_t{kHeads} * kSlots * kDim);
+      v_[l].resize(k_[l].size());
+      for (std::size_t i = 0; i < k_[l].size(); ++i) {  // distinct, irregular values per element
+        k_[l][i] = static_cast<float>((i * 37 + l * 11) % 101) * 0.05f - 2.0f;
+        v_[l][i] = static_cast<float>((i * 53 + l * 7) % 97) * -0.03f + 1.0f;
+      }
+      k_base_.push_back(reinterpret_cast<std::uintptr_t>(k_[l].data()));
+      v_base_.push_back(reinterpret_cast<std::uintptr_t>(v_[l].data()));
+    }
+    layout_.struct_size = sizeof(layout_);  // HF [heads, slots, dim]
+    layout_.backend = KVTIER_BACKEND_CPU;
+    layout_.num_layers = kLayers;
+    layout_.num_kv_heads = kHeads;
+    layout_.head_dim = kDim;
+    layout_.dtype = KVTIER_DTYPE_F32;
+    layout_.num_slots = kSlots;
+    layout_.block_size = kSlots;
+    layout_.token_stride = kDim * sizeof(float);
+    layout_.head_stride = std::size_t{kSlots} * kDim * sizeof(float);
+    layout_.block_stride = std::size_t{kHeads} * kSlots * kDim * sizeof(float);
+    layout_.k_base = k_base_.data();
+    layout_.v_base = v_base_.data();
+    pool_bytes_.assign(std::size_t{kLayers} * kPoolSlots * kRow, std::byte{0});
+    pool_ = {pool_bytes_.data(), kRow, kPoolSlots * kRow, kPoolSlots, kLayers};
+    int8_geometry_ = {kLayers, kHeads, kDim, kGroup, 2};
+    const std::size_t bytes = shm::kPoolRowsOffset + int8_geometry_.total_bytes();
+    int8_bytes_.reset(static_cast<std::byte*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+    std::memset(int8_bytes_.get(), 0, bytes);
+    int8_.emplace(shm::Int8PoolView::trusted({int8_bytes_.get(), bytes}, int8_geometry_));
+    auto cache = SequenceCache::create(layout_, pool_, int8_);
+    ASSERT_TRUE(cache) << cache.error().message;
+    cache_ = std::move(*cache);
+  }
+
+  // One token's row of the engine's cache (K of every head, then V), as the pool stores it.
+  Bytes engine_row(std::uint32_t layer, std::uint32_t slot) const {
+    Bytes row(kRow);
+    for (std::uint32_t h = 0; h < kHeads; ++h) {
+      const std::size_t at = (std::size_t{h} * kSlots + slot) * kDim;
+      std::memcpy(row.data() + h * kDim * sizeof(float), &k_[layer][at], kDim * sizeof(float));
+      std::memcpy(row.data() + kHalf + h * kDim * sizeof(float), &v_[layer][at], kDim * sizeof(float));
+    }
+    return row;
+  }
+  Bytes pool_row(std::uint32_t layer, std::uint32_t slot) const {
+    return Bytes(pool_.row(layer, slot), pool_.row(layer, slot) + kRow);
+  }
+  kernels::Int8Geometry kernel_geometry() const { return {kHeads, kDim, kernels::KvDtype::kF32, kGroup}; }
+  // What the daemon does before a T1 -> T2 plan: quantizes the T1 rows of int8 block `block`
+  // (t1_slots[i] becomes row i of the block) in every layer.
+  void daemon_quantize(std::uint32_t block, const std::vector<std::uint32_t>& t1_slots) {
+    for (std::uint32_t l = 0; l < kLayers; ++l) {
+      std::vector<const std::byte*> rows;
+      for (std::uint32_t s : t1_slots) rows.push_back(pool_.row(l, s));
+      ASSERT_TRUE(kernels::quantize_block(kernel_geometry(), rows, int8_->block(l, block)));
+    }
+  }
+  Bytes dequantized(std::uint32_t layer, std::uint32_t int8_slot) {
+    Bytes row(kRow);
+    std::byte* out = row.data();
+    const std::uint32_t which = int8_slot % kGroup;
+    EXPECT_TRUE(kernels::dequantize_block(kernel_geometry(), int8_->block(layer, int8_slot / kGroup), {&which, 1},
+                                          {&out, 1}));
+    return row;
+  }
+  Status run(std::vector<kvtier_plan_move> moves, std::vector<std::uint32_t> hbm) {
+    hbm.resize(moves.size(), kNone);
+    const kvtier_plan plan{++epoch_, 1, moves.size(), moves.data()};
+    return cache_->execute(plan, hbm);
+  }
+  // Offloads engine slots 0..3 (positions 100..103) to pool slots 0..3, then moves positions
+  // 101 and 103 on to int8 slots 0 and 1.
+  void demote_two() {
+    ASSERT_TRUE(run({{100, kT0, kT1, 0, kNone, 0},
+                     {101, kT0, kT1, 0, kNone, 1},
+                     {102, kT0, kT1, 0, kNone, 2},
+                     {103, kT0, kT1, 0, kNone, 3}},
+                    {0, 1, 2, 3}));
+    daemon_quantize(0, {1, 3});
+    ASSERT_TRUE(run({{103, kT1, kT2, 0, 3, 1}, {101, kT1, kT2, 0, 1, 0}}, {}));
+  }
+  struct Staged {
+    kvtier_staged_layer layer;
+    Bytes buffer;
+    Bytes row(std::size_t i) const {  // K and V of staged row i, joined as a pool row
+      Bytes out(kRow);
+      std::memcpy(out.data(), static_cast<const std::byte*>(layer.k) + i * kHalf, kHalf);
+      std::memcpy(out.data() + kHalf, static_cast<const std::byte*>(layer.v) + i * kHalf, kHalf);
+      return out;
+    }
+  };
+  Staged stage(std::uint32_t layer, kvtier_staging_order order) {
+    Staged s{{}, Bytes(cache_->stage_bytes())};
+    auto staged = cache_->stage(layer, order, s.buffer.data(), s.buffer.size());
+    EXPECT_TRUE(staged) << staged.error().message;
+    if (staged) s.layer = *staged;
+    return s;
+  }
+
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::vector<float> k_[kLayers], v_[kLayers];
+  std::vector<std::uintptr_t> k_base_, v_base_;
+  kvtier_kv_layout layout_{};
+  Bytes pool_bytes_;
+  kernels::PoolView pool_;
+  shm::Int8PoolGeometry int8_geometry_{};
+  std::unique_ptr<std::byte, Free> int8_bytes_;
+  std::optional<shm::Int8PoolView> int8_;
+  std::unique_ptr<SequenceCache> cache_;
+  std::uint64_t epoch_ = 0;
+};
+
+TEST_F(SequenceCacheT2, StagesT1RowsExactAndT2RowsDequantizedInPositionOrder) {
+  demote_two();
+  EXPECT_EQ(cache_->staged_rows(), 4u);
+  EXPECT_EQ(cache_->t2_rows(), 2u);
+  EXPECT_EQ(cache_->stage_bytes(), 4 * kRow);
+  for (std::uint32_t l = 0; l < kLayers; ++l) {
+    const Staged s = stage(l, KVTIER_STAGE_POSITION_ORDER);
+    ASSERT_EQ(s.layer.rows, 4u);
+    EXPECT_EQ(std::vector<std::uint32_t>(s.layer.positions, s.layer.positions + 4),
+              (std::vector<std::uint32_t>{100, 101, 102, 103}));
+    EXPECT_EQ(s.row(0), engine_row(l, 0));
+    EXPECT_EQ(s.row(1), dequantized(l, 0));
+    EXPECT_EQ(s.row(2), engine_row(l, 2));
+    EXPECT_EQ(s.row(3), dequantized(l, 1));
+    EXPECT_NE(s.row(1), engine_row(l, 1));  // lossy: the int8 copy, not the original
+  }
+}
+
+TEST_F(SequenceCacheT2, CompactOrderStagesT1RowsThenT2Rows) {
+  demote_two();
+  const Staged s = stage(1, KVTIER_STAGE_COMPACT);
+  ASSERT_EQ(s.layer.rows, 4u);
+  EXPECT_EQ(std::vector<std::uint32_t>(s.layer.positions, s.layer.positions + 4),
+            (std::vector<std::uint32_t>{100, 102, 101, 103}));
+  EXPECT_EQ(s.row(1), engine_row(1, 2));
+  EXPECT_EQ(s.row(2), dequantized(1, 0));
+}
+
+TEST_F(SequenceCacheT2, T2ToT0DequantizesEveryLayerIntoTheEngineSlot) {
+  demote_two();
+  ASSERT_TRUE(run({{101, kT2, kT0, 0, 0, kNone}}, {9}));
+  for (std::uint32_t l = 0; l < kLayers; ++l) EXPECT_EQ(engine_row(l, 9), dequantized(l, 0));
+  EXPECT_EQ(cache_->t2_rows(), 1u);
+  EXPECT_EQ(cache_->staged_rows(), 3u);
+  const Staged s = stage(0, KVTIER_STAGE_POSITION_ORDER);
+  EXPECT_EQ(std::vector<std::uint32_t>(s.layer.positions, s.layer.positions + 3),
+            (std::vector<std::uint32_t>{100, 102, 103}));
+}
+
+TEST_F(SequenceCacheT2, T2ToT3DropsTheRow) {
+  demote_two();
+  ASSERT_TRUE(run({{103, kT2, kT3, 0, 1, kNone}}, {}));
+  EXPECT_EQ(cache_->t2_rows(), 1u);
+  EXPECT_EQ(cache_->staged_rows(), 3u);
+  // Gone for good: a second move out of that slot names a token the client no longer holds.
+  EXPECT_EQ(run({{103, kT2, kT0, 0, 1, kNone}}, {9}).error().code, Errc::kProtocol);
+}
+
+TEST_F(SequenceCacheT2, MovesKvtierdNeverMakesAreProtocolErrors) {
+  demote_two();
+  EXPECT_EQ(run({{104, kT0, kT2, 0, kNone, 2}}, {4}).error().code, Errc::kProtocol);
+  EXPECT_EQ(run({{101, kT2, kT1, 0, 0, 5}}, {}).error().code, Errc::kProtocol);
+  EXPECT_EQ(run({{101, kT3, kT0, 0, kNone, kNone}}, {5}).error().code, Errc::kProtocol);
+  // Out of a slot that does not hold the token, or into one the int8 pool lacks.
+  EXPECT_EQ(run({{101, kT2, kT0, 0, 1, kNone}}, {5}).error().code, Errc::kProtocol);
+  EXPECT_EQ(run({{100, kT1, kT2, 0, 0, 8}}, {}).error().code, Errc::kProtocol);
+  EXPECT_EQ(cache_->t2_rows(), 2u);
+  EXPECT_EQ(cache_->staged_rows(), 4u);
+}
+
+TEST_F(SequenceCacheT2, ARefusedPlanCopiesNothing) {
+  demote_two();
+  const Bytes pool_before = pool_bytes_;
+  const Bytes slot5 = engine_row(0, 5);
+  // A valid offload and T1 restore, then a T2 restore into an engine slot that does not exist.
+  const Status refused = run({{104, kT0, kT1, 0, kNone, 4},
+                              {100, kT1, kT0, 0, 0, kNone},
+                              {101, kT2, kT0, 0, 0, kNone}},
+                             {4, 5, kSlots});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Errc::kInvalidArgument);
+  EXPECT_EQ(pool_bytes_, pool_before);
+  EXPECT_EQ(engine_row(0, 5), slot5);
+  EXPECT_EQ(cache_->staged_rows(), 4u);
+  EXPECT_EQ(cache_->t2_rows(), 2u);
+}
+
+TEST_F(SequenceCacheT2, T2MovesNeedAnInt8Pool) {
+  auto plain = SequenceCache::create(layout_, pool_);
+  ASSERT_TRUE(plain);
+  std::vector<kvtier_plan_move> moves{{100, kT0, kT1, 0, kNone, 0}};
+  std::vector<std::uint32_t> hbm{0};
+  ASSERT_TRUE((*plain)->execute({1, 1, 1, moves.data()}, hbm));
+  moves = {{100, kT1, kT2, 0, 0, 0}};
+  EXPECT_EQ((*plain)->execute({2, 1, 1, moves.data()}, hbm).error().code, Errc::kProtocol);
+}
+
+TEST_F(SequenceCacheT2, AnInt8PoolOfAnotherModelIsRefused) {
+  layout_.num_layers = 1;
+  auto cache = SequenceCache::create(layout_, {pool_bytes_.data(), kRow, kPoolSlots * kRow, kPoolSlots, 1}, int8_);
+  ASSERT_FALSE(cache);
+  EXPECT_EQ(cache.error().code, Errc::kInvalidArgument);
+}
+
+TEST_F(SequenceCacheT2, StagingChecksTheBufferWithT2Rows) {
+  demote_two();
+  Bytes small(3 * kRow);
+  EXPECT_EQ(cache_->stage(0, KVTIER_STAGE_POSITION_ORDER, small.data(), small.size()).error().code,
+            Errc::kInvalidArgument);
+  Bytes enough(4 * kRow);
+  EXPECT_EQ(cache_->stage(kLayers, KVTIER_STAGE_POSITION_ORDER, enough.data(), enough.size()).error().code,
+            Errc::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kvtier::client
