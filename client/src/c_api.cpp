@@ -2,6 +2,7 @@
 // the detail in the handle's last error. Nothing throws across this boundary.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -205,7 +206,12 @@ kvtier_status kvtier_features_push(kvtier_client* client, uint32_t sequence, kvt
 
 kvtier_status kvtier_client_counters_get(const kvtier_client* client, kvtier_client_counters* out) {
   if (client == nullptr || !client->impl || out == nullptr) return KVTIER_E_INVALID_ARGUMENT;
-  *out = client->impl->counters();
+  const kvtier_client_counters counters = client->impl->counters();
+  // Grown structs: a caller built against an older header owns only struct_size bytes.
+  const std::size_t size = out->struct_size == 0 ? sizeof(counters) : std::min(out->struct_size, sizeof(counters));
+  if (size < offsetof(kvtier_client_counters, backpressure_tokens)) return KVTIER_E_INVALID_ARGUMENT;
+  std::memcpy(out, &counters, size);
+  out->struct_size = size;
   return KVTIER_OK;
 }
 

@@ -59,7 +59,7 @@ static int online(const char* socket_path) {
   kvtier_client* client = NULL;
   kvtier_versions versions;
   kvtier_plan plan;
-  kvtier_client_counters counters;
+  kvtier_client_counters counters = {0};
   float scores[100];
   uint32_t sequence = 0;
   int i;
@@ -93,6 +93,15 @@ static int online(const char* socket_path) {
   CHECK(counters.score_records_pushed == 2); /* 100 scores = 60 + 40 */
   CHECK(counters.backpressure_tokens == 0);  /* nothing was offloaded yet */
   CHECK(counters.backpressure_reason == KVTIER_BACKPRESSURE_NONE);
+  {
+    /* A caller built against the previous header owns only the first four counters. */
+    kvtier_client_counters old_counters;
+    memset(&old_counters, 0xAB, sizeof(old_counters));
+    old_counters.struct_size = offsetof(kvtier_client_counters, backpressure_tokens);
+    CHECK(kvtier_client_counters_get(client, &old_counters) == KVTIER_OK);
+    CHECK(old_counters.score_records_pushed == 2);
+    CHECK(old_counters.backpressure_tokens == 0xABABABABABABABABull); /* nothing written past it */
+  }
   CHECK(kvtier_sequence_close(client, sequence) == KVTIER_OK);
   CHECK(kvtier_sequence_close(client, sequence) == KVTIER_E_NOT_FOUND);
   kvtier_client_free(client);

@@ -7,6 +7,7 @@
 // clients saw.
 #include <signal.h>
 
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -69,18 +70,21 @@ TEST(Pressure, ThreeWeightedClientsShareTheNodeBudgetLosingNothingOutsidePolicyD
   // Each wants ~300 tokens in T1 (β 0.2 of ~380 managed tokens); the node holds 240 rows.
   const std::vector<std::string> common = {"--socket", daemon.socket().string(), "--sequences", "1", "--prompt", "32",
                                            "--steps", "400", "--interval", "16", "--window", "16", "--beta", "0.2",
-                                           "--step-us", "1500", "--audit-every", "16", "--hold"};
+                                           "--audit-every", "16", "--hold"};
   auto spawn = [&](const std::string& name, std::vector<std::string> extra) {
     std::vector<std::string> argv = {KVTIER_TEST_WORKLOAD, "--name", name};
     argv.insert(argv.end(), common.begin(), common.end());
     argv.insert(argv.end(), extra.begin(), extra.end());
     return ChildProcess::spawn(argv, daemon.dir() / (name + ".log"));
   };
+  // All three register at once (so the shares are fixed from the start: A and B 1/4, C 1/2);
+  // C decodes four times slower, so A and B fill the node first and must give rows back both
+  // to themselves (over their share) and to C (under its share) when it catches up.
   // A: weight 1, an int8 pool and a small T2 budget of its own: gives rows back by demotion. B: weight 1, no int8 pool,
   // r = 0.2: gives rows back by eviction within its cap. C: weight 2, nothing to give (r = 0).
-  ChildProcess a = spawn("A", {"--weight", "1", "--int8-pool-tokens", "512", "--int8-ratio", "0.1"});
-  ChildProcess b = spawn("B", {"--weight", "1", "--evict", "0.2"});
-  ChildProcess c = spawn("C", {"--weight", "2"});
+  ChildProcess a = spawn("A", {"--weight", "1", "--int8-pool-tokens", "512", "--int8-ratio", "0.1", "--step-us", "1000"});
+  ChildProcess b = spawn("B", {"--weight", "1", "--evict", "0.2", "--step-us", "1000"});
+  ChildProcess c = spawn("C", {"--weight", "2", "--step-us", "4000"});
 
   // Wait until all three have finished their steps (they hold: plans then stop moving).
   std::string json;
@@ -102,6 +106,15 @@ TEST(Pressure, ThreeWeightedClientsShareTheNodeBudgetLosingNothingOutsidePolicyD
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   json = daemon.ctl({"status", "--json"}).out;
   const std::string ja = client_json(json, "A"), jb = client_json(json, "B"), jc = client_json(json, "C");
+  for (const auto& [name, j] : {std::pair{"A", ja}, {"B", jb}, {"C", jc}}) {
+    // The figures the README quotes come from this line.
+    std::printf("pressure client=%s weight=%ld ddr_bytes_used=%ld ddr_share_bytes=%ld t1=%ld t2=%ld t3=%ld "
+                "t2_demotions=%ld pressure_demotions=%ld pressure_evictions=%ld backpressure_tokens=%ld "
+                "last_backpressure=%s\n",
+                name, field(j, "weight"), field(j, "ddr_bytes_used"), field(j, "ddr_share_bytes"), field(j, "t1"),
+                field(j, "t2"), field(j, "t3"), field(j, "t2_demotions"), field(j, "pressure_demotions"),
+                field(j, "pressure_evictions"), field(j, "backpressure_tokens"), text_field(j, "last_backpressure").c_str());
+  }
 
   // The node budget holds at every decision, pending plans included.
   EXPECT_LE(field(ja, "ddr_bytes_used") + field(jb, "ddr_bytes_used") + field(jc, "ddr_bytes_used"),

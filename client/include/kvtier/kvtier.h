@@ -188,6 +188,8 @@ typedef struct kvtier_client_counters {
   uint32_t backpressure_reason; /* kvtier_backpressure of the latest such notice */
 } kvtier_client_counters;
 
+/* out->struct_size: 0 (or this header's size) fills the whole struct; a smaller size (a caller
+ * built against an older header) fills only that many bytes. struct_size is set on return. */
 KVTIER_API kvtier_status kvtier_client_counters_get(const kvtier_client* client, kvtier_client_counters* out);
 
 /* ---- plans ---------------------------------------------------------------------------- */
