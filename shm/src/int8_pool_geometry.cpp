@@ -1,5 +1,6 @@
 #include "kvtier/shm/int8_pool_geometry.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "kvtier/shm/pool_geometry.hpp"
@@ -14,11 +15,13 @@ Result<Int8PoolGeometry> make_int8_pool_geometry(std::uint32_t num_layers, std::
     std::uint32_t value;
     std::uint32_t max;
   };
+  // slots = blocks * group_tokens must stay within the pool limit (group 0 is refused below).
+  const std::uint32_t max_blocks = kMaxPoolSlots / std::max<std::uint32_t>(group_tokens, 1);
   for (const Field& field : {Field{"num_layers", num_layers, kMaxPoolLayers},
                              Field{"num_kv_heads", num_kv_heads, kMaxPoolKvHeads},
                              Field{"head_dim", head_dim, kMaxPoolHeadDim},
                              Field{"group_tokens", group_tokens, kMaxInt8GroupTokens},
-                             Field{"blocks", blocks, kMaxPoolSlots / group_tokens}}) {
+                             Field{"blocks", blocks, max_blocks}}) {
     if (field.value == 0 || field.value > field.max) {
       return make_error(Errc::kInvalidArgument, std::string("int8 pool geometry ") + field.name + " " +
                                                     std::to_string(field.value) + " is outside [1, " +

@@ -62,6 +62,15 @@ TEST_F(PlanRing, KeepsFifoOrderAcrossWrapAndPlansSpanningRecords) {
   for (std::uint32_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i);
 }
 
+TEST_F(PlanRing, BackpressureNoticesAddUpAndKeepTheLatestReason) {
+  EXPECT_EQ(consumer.backpressure().tokens, 0u);
+  EXPECT_EQ(consumer.backpressure().reason, 0u);
+  producer.note_backpressure(5, BackpressureReason::kPoolFull);
+  producer.note_backpressure(7, BackpressureReason::kNodeBudget);
+  EXPECT_EQ(consumer.backpressure().tokens, 12u);
+  EXPECT_EQ(consumer.backpressure().reason, static_cast<std::uint32_t>(BackpressureReason::kNodeBudget));
+}
+
 TEST_F(PlanRing, AckIsVisibleToTheDaemon) {
   producer.push(make_plan(1, 0, true));
   producer.push(make_plan(2, 1, true));

@@ -1,0 +1,76 @@
+// ClientChannel, the NodeBudget's side (node_budget.hpp): what this client holds, its lowest
+// T1 tokens, and turning relief the budget asked for into a plan (T1 -> T2 or T1 -> T3).
+#include <algorithm>
+#include <vector>
+
+#include "client_channel.hpp"
+
+namespace kvtier::daemon {
+
+std::uint64_t ClientChannel::ddr_bytes_used() const noexcept {
+  return allocator_ ? std::uint64_t{allocator_->used()} * bytes_per_slot_ : 0;
+}
+
+bool ClientChannel::relief_pending() const noexcept { return !relief_.empty() || (pending_ && pending_->relief); }
+
+void ClientChannel::lowest_t1(std::size_t k, std::vector<ReliefCandidate>& out) const {
+  std::vector<tier::ScoredPosition> lowest;
+  for (const auto& [id, sequence] : sequences_) {
+    // A sequence whose decision is in flight is left alone: its placement is about to change.
+    if (sequence.tiers.has_pending()) continue;
+    lowest.clear();
+    sequence.tiers.lowest_in_tier(tier::Tier::kT1, k, lowest);
+    for (const tier::ScoredPosition& p : lowest) out.push_back(ReliefCandidate{p.score, client_id_, id, p.position});
+  }
+}
+
+void ClientChannel::request_relief(std::vector<ReliefCandidate> tokens) {
+  relief_.insert(relief_.end(), tokens.begin(), tokens.end());
+}
+
+Result<bool> ClientChannel::send_relief() {
+  // One sequence per plan: take the queued tokens of the first sequence still open.
+  while (!relief_.empty()) {
+    const std::uint32_t sequence_id = relief_.front().sequence;
+    std::vector<std::uint32_t> positions;
+    std::erase_if(relief_, [&](const ReliefCandidate& c) {
+      if (c.sequence != sequence_id) return false;
+      positions.push_back(c.position);
+      return true;
+    });
+    auto it = sequences_.find(sequence_id);
+    if (it == sequences_.end()) continue;
+    Sequence& sequence = it->second;
+    std::sort(positions.begin(), positions.end());
+    // Demote to int8 while blocks last (only sequences that opted into T2: the others stay
+    // exact), then evict within the sequence's eviction budget; tokens that left T1 since they
+    // were listed are skipped.
+    const std::string& rule = config_.pools.pressure;
+    const bool demote = int8_allocator_ && tier::int8_enabled(sequence.tiers.params()) &&
+                        (rule == "demote-evict" || rule == "demote");
+    const bool evict = rule == "demote-evict" || rule == "evict";
+    std::uint64_t t2_room = demote ? std::uint64_t{int8_allocator_->available_blocks()} * int8_allocator_->group() : 0;
+    std::uint32_t t3_room = evict ? sequence.tiers.eviction_headroom() : 0;
+    std::vector<tier::TierMove> moves;
+    for (std::uint32_t position : positions) {
+      if (position >= sequence.tiers.length() || sequence.tiers.tier_of(position) != tier::Tier::kT1 ||
+          sequence.tiers.is_protected(position)) {
+        continue;
+      }
+      if (t2_room > 0) {
+        --t2_room;
+        moves.push_back(tier::TierMove{position, tier::Tier::kT1, tier::Tier::kT2});
+      } else if (t3_room > 0) {
+        --t3_room;
+        moves.push_back(tier::TierMove{position, tier::Tier::kT1, tier::Tier::kT3});
+      }
+    }
+    if (moves.empty()) continue;
+    if (auto ok = sequence.tiers.propose(moves); !ok) return tl::unexpected(ok.error());
+    auto sent = send_pending(sequence_id, sequence, moves, true);
+    if (!sent || *sent) return sent;
+  }
+  return false;
+}
+
+}  // namespace kvtier::daemon

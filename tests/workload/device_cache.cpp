@@ -1,0 +1,114 @@
+#include "device_cache.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace kvtier::workload {
+namespace {
+
+kvtier_dtype to_c(kernels::KvDtype dtype) {
+  switch (dtype) {
+    case kernels::KvDtype::kF16: return KVTIER_DTYPE_F16;
+    case kernels::KvDtype::kBf16: return KVTIER_DTYPE_BF16;
+    case kernels::KvDtype::kF32: return KVTIER_DTYPE_F32;
+  }
+  return KVTIER_DTYPE_F32;
+}
+
+void* host_at(std::uintptr_t base, std::size_t offset) { return reinterpret_cast<void*>(base + offset); }
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceCache>> DeviceCache::create(const kernels::KvLayout& host) {
+  if (auto count = kernels::cuda::device_count(); !count) return tl::unexpected(count.error());
+  std::unique_ptr<DeviceCache> cache(new DeviceCache(host));
+  cache->layer_bytes_ = kernels::layer_extent_bytes(host);
+  for (std::uint32_t layer = 0; layer < host.num_layers; ++layer) {
+    for (auto* tensors : {&cache->k_, &cache->v_}) {
+      auto buffer = kernels::cuda::DeviceBuffer::allocate(cache->layer_bytes_);
+      if (!buffer) return tl::unexpected(buffer.error());
+      // Defined bytes in slots nobody wrote yet, so a wrong slot shows up as a wrong value.
+      if (auto ok = buffer->fill(0xff); !ok) return tl::unexpected(ok.error());
+      tensors->push_back(std::move(*buffer));
+    }
+    cache->k_base_.push_back(cache->k_.back().address());
+    cache->v_base_.push_back(cache->v_.back().address());
+  }
+  return cache;
+}
+
+kvtier_kv_layout DeviceCache::layout() const {
+  kvtier_kv_layout layout;
+  kvtier_kv_layout_init(&layout);
+  layout.num_layers = host_.num_layers;
+  layout.num_kv_heads = host_.num_kv_heads;
+  layout.head_dim = host_.head_dim;
+  layout.dtype = to_c(host_.dtype);
+  layout.num_slots = host_.num_slots;
+  layout.block_size = host_.block_size;
+  layout.token_stride = host_.token_stride;
+  layout.head_stride = host_.head_stride;
+  layout.block_stride = host_.block_stride;
+  layout.k_base = k_base_.data();
+  layout.v_base = v_base_.data();
+  layout.backend = KVTIER_BACKEND_CUDA;
+  return layout;
+}
+
+Status DeviceCache::copy_head(bool upload, std::uint32_t layer, std::uint32_t slot, std::uint32_t head) {
+  const std::size_t offset = host_.slot_offset(slot) + std::size_t{head} * host_.head_stride;
+  const std::size_t bytes = host_.head_bytes();
+  if (upload) {
+    if (auto ok = k_[layer].upload(host_at(host_.k_base[layer], offset), bytes, offset); !ok) return ok;
+    return v_[layer].upload(host_at(host_.v_base[layer], offset), bytes, offset);
+  }
+  if (auto ok = k_[layer].download(host_at(host_.k_base[layer], offset), bytes, offset); !ok) return ok;
+  return v_[layer].download(host_at(host_.v_base[layer], offset), bytes, offset);
+}
+
+Status DeviceCache::upload_slot(std::uint32_t slot) {
+  for (std::uint32_t layer = 0; layer < host_.num_layers; ++layer) {
+    for (std::uint32_t head = 0; head < host_.num_kv_heads; ++head) {
+      if (auto ok = copy_head(true, layer, slot, head); !ok) return ok;
+    }
+  }
+  return {};
+}
+
+Status DeviceCache::download_all() {
+  for (std::uint32_t layer = 0; layer < host_.num_layers; ++layer) {
+    if (auto ok = k_[layer].download(host_at(host_.k_base[layer], 0), layer_bytes_); !ok) return ok;
+    if (auto ok = v_[layer].download(host_at(host_.v_base[layer], 0), layer_bytes_); !ok) return ok;
+  }
+  return {};
+}
+
+Status DeviceCache::stage(Client& client, std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order,
+                          std::size_t bytes, std::vector<float>& host, kvtier_staged_layer& staged) {
+  // The executor needs a non-null buffer even for zero rows; grow geometrically, not per step.
+  const std::size_t need = std::max(bytes, host_.row_bytes());
+  if (staging_.size() < need) {
+    staging_ = {};
+    auto buffer = kernels::cuda::DeviceBuffer::allocate(2 * need);
+    if (!buffer) return tl::unexpected(buffer.error());
+    staging_ = std::move(*buffer);
+  }
+  const auto base = reinterpret_cast<const std::byte*>(staging_.address());
+  const kvtier_status status =
+      client.stage_layer(sequence, layer, order, std::span(const_cast<std::byte*>(base), staging_.size()), staged);
+  if (status != KVTIER_OK) return make_error(Errc::kInternal, client.last_error());
+  // K and V rows lie in the device staging buffer; bring down the span that holds both.
+  const std::size_t half = staged.rows * host_.half_row_bytes();
+  const auto k_at = static_cast<std::size_t>(static_cast<const std::byte*>(staged.k) - base);
+  const auto v_at = static_cast<std::size_t>(static_cast<const std::byte*>(staged.v) - base);
+  const std::size_t span = std::max(k_at, v_at) + half;
+  if (span > staging_.size()) return make_error(Errc::kInternal, "staged rows outside the staging buffer");
+  host.resize(std::max<std::size_t>((span + sizeof(float) - 1) / sizeof(float), 1));
+  if (auto ok = staging_.download(host.data(), span); !ok) return ok;
+  const auto* host_base = reinterpret_cast<const std::byte*>(host.data());
+  staged.k = host_base + k_at;
+  staged.v = host_base + v_at;
+  return {};
+}
+
+}  // namespace kvtier::workload
