@@ -111,6 +111,10 @@ class ClientChannel {
   // Turns queued relief into one plan; false when there was nothing to send.
   Result<bool> send_relief();
   void count_committed(const tier::PlanTransaction& transaction, bool relief);
+  // Relief means per pools.pressure: whether `sequence` may demote to T2 now, how many tokens it
+  // may evict now.
+  bool can_demote(const Sequence& sequence) const;
+  std::uint32_t eviction_room(const Sequence& sequence) const;
   bool publish(std::uint64_t epoch, std::uint32_t sequence_id, std::span<const tier::PlannedMove> moves);
   void release_slots(Sequence& sequence);
   void fail(const Error& error);

@@ -13,11 +13,21 @@ std::uint64_t ClientChannel::ddr_bytes_used() const noexcept {
 
 bool ClientChannel::relief_pending() const noexcept { return !relief_.empty() || (pending_ && pending_->relief); }
 
+bool ClientChannel::can_demote(const Sequence& sequence) const {
+  return parse_pressure_rule(config_.pools.pressure).demote && int8_allocator_ &&
+         int8_allocator_->available_blocks() > 0 && tier::int8_enabled(sequence.tiers.params());
+}
+
+std::uint32_t ClientChannel::eviction_room(const Sequence& sequence) const {
+  return parse_pressure_rule(config_.pools.pressure).evict ? sequence.tiers.eviction_headroom() : 0;
+}
+
 void ClientChannel::lowest_t1(std::size_t k, std::vector<ReliefCandidate>& out) const {
   std::vector<tier::ScoredPosition> lowest;
   for (const auto& [id, sequence] : sequences_) {
     // A sequence whose decision is in flight is left alone: its placement is about to change.
-    if (sequence.tiers.has_pending()) continue;
+    // One that can neither demote nor evict has nothing to give.
+    if (sequence.tiers.has_pending() || (!can_demote(sequence) && eviction_room(sequence) == 0)) continue;
     lowest.clear();
     sequence.tiers.lowest_in_tier(tier::Tier::kT1, k, lowest);
     for (const tier::ScoredPosition& p : lowest) out.push_back(ReliefCandidate{p.score, client_id_, id, p.position});
@@ -45,12 +55,9 @@ Result<bool> ClientChannel::send_relief() {
     // Demote to int8 while blocks last (only sequences that opted into T2: the others stay
     // exact), then evict within the sequence's eviction budget; tokens that left T1 since they
     // were listed are skipped.
-    const std::string& rule = config_.pools.pressure;
-    const bool demote = int8_allocator_ && tier::int8_enabled(sequence.tiers.params()) &&
-                        (rule == "demote-evict" || rule == "demote");
-    const bool evict = rule == "demote-evict" || rule == "evict";
-    std::uint64_t t2_room = demote ? std::uint64_t{int8_allocator_->available_blocks()} * int8_allocator_->group() : 0;
-    std::uint32_t t3_room = evict ? sequence.tiers.eviction_headroom() : 0;
+    std::uint64_t t2_room =
+        can_demote(sequence) ? std::uint64_t{int8_allocator_->available_blocks()} * int8_allocator_->group() : 0;
+    std::uint32_t t3_room = eviction_room(sequence);
     std::vector<tier::TierMove> moves;
     for (std::uint32_t position : positions) {
       if (position >= sequence.tiers.length() || sequence.tiers.tier_of(position) != tier::Tier::kT1 ||

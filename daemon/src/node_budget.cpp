@@ -7,6 +7,10 @@
 
 namespace kvtier::daemon {
 
+PressureRule parse_pressure_rule(std::string_view name) noexcept {
+  return {name == "demote-evict" || name == "demote", name == "demote-evict" || name == "evict"};
+}
+
 NodeBudget::NodeBudget(const config::PoolsSection& pools, const Channels& channels,
                        std::function<void(std::uint32_t)> kick)
     : pools_(pools), channels_(channels), kick_(std::move(kick)) {}
@@ -39,7 +43,8 @@ Admission NodeBudget::admit(const ClientChannel& client, std::uint32_t wanted) {
 }
 
 void NodeBudget::relieve(const ClientChannel& requester, std::uint64_t missing_bytes) {
-  if (pools_.pressure == "backpressure") return;
+  const PressureRule rule = parse_pressure_rule(pools_.pressure);
+  if (!rule.demote && !rule.evict) return;
   // How much each victim may give back: what it holds above its share (all the requester needs
   // when the requester itself is the one over its share).
   std::map<std::uint32_t, std::uint64_t> give;
@@ -55,8 +60,8 @@ void NodeBudget::relieve(const ClientChannel& requester, std::uint64_t missing_b
   }
   if (give.empty()) return;
 
-  // The lowest scores node-wide: each victim lists its lowest T1 tokens (no more than it could
-  // give), then one ordering over all of them.
+  // The lowest scores node-wide: each victim lists its lowest T1 tokens in the sequences that
+  // can give under the rule (no more than it could give), then one ordering over all of them.
   std::vector<ReliefCandidate> candidates;
   for (const auto& [id, bytes] : give) {
     const ClientChannel& victim = *channels_.at(id);

@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string_view>
 
 #include "kvtier/config/config.hpp"
 #include "kvtier/shm/records.hpp"
@@ -43,6 +44,13 @@ struct ReliefCandidate {
   std::uint32_t sequence = 0;
   std::uint32_t position = 0;
 };
+
+// What pools.pressure allows a victim to do (the config accepts only its four names).
+struct PressureRule {
+  bool demote = false;  // T1 -> T2, in sequences that use T2
+  bool evict = false;   // T1 -> T3, within each sequence's eviction headroom
+};
+PressureRule parse_pressure_rule(std::string_view name) noexcept;
 
 struct Admission {
   std::uint32_t rows = 0;  // new T1 rows the client may take now

@@ -64,10 +64,24 @@ double number(const std::map<std::string, std::string>& summary, const std::stri
   return it == summary.end() ? -1.0 : std::stod(it->second);
 }
 
-TEST(Pressure, ThreeWeightedClientsShareTheNodeBudgetLosingNothingOutsidePolicyDecisions) {
+// The three clients' view of one run: the daemon's status of each (taken while all three are
+// alive, after their last step) and each workload's summary line.
+struct ThreeClients {
+  std::map<std::string, std::string> status;   // name -> its object in status --json
+  std::map<std::string, std::map<std::string, std::string>> summary;
+  std::string daemon_log;
+};
+
+// Each wants ~300 tokens in T1 (β 0.2 of ~380 managed tokens); the node holds 240 rows. All
+// three register at once (so the shares are fixed from the start: A and B 1/4, C 1/2); C decodes
+// four times slower, so A and B fill the node first and must give rows back both to themselves
+// (over their share) and to C (under its share) when it catches up.
+//   A: weight 1, an int8 pool and a small T2 budget of its own: gives rows back by demotion.
+//   B: weight 1, no int8 pool, r = 0.2: gives rows back by eviction within its cap.
+//   C: weight 2, nothing to give (no T2, r = 0).
+ThreeClients run_three_clients(const std::string& pressure) {
   DaemonUnderTest daemon(test_name(), {"--set", "pools.ddr_bytes_total=" + std::to_string(kNodeTokens * kBytesPerToken),
-                                       "--set", "pools.pressure=demote-evict"});
-  // Each wants ~300 tokens in T1 (β 0.2 of ~380 managed tokens); the node holds 240 rows.
+                                       "--set", "pools.pressure=" + pressure});
   const std::vector<std::string> common = {"--socket", daemon.socket().string(), "--sequences", "1", "--prompt", "32",
                                            "--steps", "400", "--interval", "16", "--window", "16", "--beta", "0.2",
                                            "--audit-every", "16", "--hold"};
@@ -77,18 +91,14 @@ TEST(Pressure, ThreeWeightedClientsShareTheNodeBudgetLosingNothingOutsidePolicyD
     argv.insert(argv.end(), extra.begin(), extra.end());
     return ChildProcess::spawn(argv, daemon.dir() / (name + ".log"));
   };
-  // All three register at once (so the shares are fixed from the start: A and B 1/4, C 1/2);
-  // C decodes four times slower, so A and B fill the node first and must give rows back both
-  // to themselves (over their share) and to C (under its share) when it catches up.
-  // A: weight 1, an int8 pool and a small T2 budget of its own: gives rows back by demotion. B: weight 1, no int8 pool,
-  // r = 0.2: gives rows back by eviction within its cap. C: weight 2, nothing to give (r = 0).
   ChildProcess a = spawn("A", {"--weight", "1", "--int8-pool-tokens", "512", "--int8-ratio", "0.1", "--step-us", "1000"});
   ChildProcess b = spawn("B", {"--weight", "1", "--evict", "0.2", "--step-us", "1000"});
   ChildProcess c = spawn("C", {"--weight", "2", "--step-us", "4000"});
 
   // Wait until all three have finished their steps (they hold: plans then stop moving).
+  ThreeClients out;
   std::string json;
-  ASSERT_TRUE(eventually(
+  EXPECT_TRUE(eventually(
       [&] {
         json = daemon.ctl({"status", "--json"}).out;
         int done = 0;
@@ -105,63 +115,88 @@ TEST(Pressure, ThreeWeightedClientsShareTheNodeBudgetLosingNothingOutsidePolicyD
   // Give in-flight plans a moment to land, then take the daemon's view while all three live.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   json = daemon.ctl({"status", "--json"}).out;
-  const std::string ja = client_json(json, "A"), jb = client_json(json, "B"), jc = client_json(json, "C");
-  for (const auto& [name, j] : {std::pair{"A", ja}, {"B", jb}, {"C", jc}}) {
+  for (const char* name : {"A", "B", "C"}) {
+    const std::string j = client_json(json, name);
+    out.status[name] = j;
     // The figures the README quotes come from this line.
-    std::printf("pressure client=%s weight=%ld ddr_bytes_used=%ld ddr_share_bytes=%ld t1=%ld t2=%ld t3=%ld "
+    std::printf("pressure=%s client=%s weight=%ld ddr_bytes_used=%ld ddr_share_bytes=%ld t1=%ld t2=%ld t3=%ld "
                 "t2_demotions=%ld pressure_demotions=%ld pressure_evictions=%ld backpressure_tokens=%ld "
                 "last_backpressure=%s\n",
-                name, field(j, "weight"), field(j, "ddr_bytes_used"), field(j, "ddr_share_bytes"), field(j, "t1"),
-                field(j, "t2"), field(j, "t3"), field(j, "t2_demotions"), field(j, "pressure_demotions"),
-                field(j, "pressure_evictions"), field(j, "backpressure_tokens"), text_field(j, "last_backpressure").c_str());
+                pressure.c_str(), name, field(j, "weight"), field(j, "ddr_bytes_used"), field(j, "ddr_share_bytes"),
+                field(j, "t1"), field(j, "t2"), field(j, "t3"), field(j, "t2_demotions"),
+                field(j, "pressure_demotions"), field(j, "pressure_evictions"), field(j, "backpressure_tokens"),
+                text_field(j, "last_backpressure").c_str());
   }
-
-  // The node budget holds at every decision, pending plans included.
-  EXPECT_LE(field(ja, "ddr_bytes_used") + field(jb, "ddr_bytes_used") + field(jc, "ddr_bytes_used"),
-            kNodeTokens * kBytesPerToken)
-      << json;
-  EXPECT_EQ(field(ja, "ddr_share_bytes"), kNodeTokens * kBytesPerToken / 4);
-  EXPECT_EQ(field(jc, "ddr_share_bytes"), kNodeTokens * kBytesPerToken / 2);
-  // Pressure was applied by each client's own means, and C, with nothing to give, gave nothing.
-  EXPECT_GT(field(ja, "pressure_demotions"), 0) << ja;
-  EXPECT_EQ(field(ja, "pressure_evictions"), 0) << ja;
-  EXPECT_GT(field(jb, "pressure_evictions"), 0) << jb;
-  EXPECT_EQ(field(jb, "pressure_demotions"), 0) << jb;
-  EXPECT_EQ(field(jc, "pressure_demotions") + field(jc, "pressure_evictions"), 0) << jc;
-  // Somebody was kept in HBM for the node budget.
-  const long backpressure = field(ja, "backpressure_tokens") + field(jb, "backpressure_tokens") +
-                            field(jc, "backpressure_tokens");
-  EXPECT_GT(backpressure, 0) << json;
-
   for (ChildProcess* p : {&a, &b, &c}) p->signal(SIGTERM);
-  std::map<std::string, std::map<std::string, std::string>> summaries;
   for (auto [name, process] : {std::pair{"A", &a}, {"B", &b}, {"C", &c}}) {
     const std::optional<int> code = process->wait(std::chrono::seconds(30));
-    const std::string out = run_command({"/bin/cat", (daemon.dir() / (std::string(name) + ".log")).string()}).out;
+    const std::string log = run_command({"/bin/cat", (daemon.dir() / (std::string(name) + ".log")).string()}).out;
     // A non-zero exit is an audit failure (a lost token, a T0/T1 row not bit-identical, a T2 row
     // outside the int8 bound) or an error; the log says which.
-    EXPECT_EQ(code, std::optional<int>(0)) << name << ":\n" << out;
-    summaries[name] = summary_of(out);
+    EXPECT_EQ(code, std::optional<int>(0)) << name << ":\n" << log;
+    out.summary[name] = summary_of(log);
   }
-  for (const auto& [name, s] : summaries) {
+  out.daemon_log = daemon.log();
+  return out;
+}
+
+// What holds under every pressure rule: the budget, the shares, every client's KV audit, and
+// counters that match what each client lived through.
+void expect_budget_kept_and_nothing_lost(const ThreeClients& run) {
+  long used = 0, backpressure = 0;
+  for (const auto& [name, j] : run.status) {
+    used += field(j, "ddr_bytes_used");
+    backpressure += field(j, "backpressure_tokens");
+    const auto& s = run.summary.at(name);
     EXPECT_EQ(number(s, "lost_tokens"), 0) << name;
     EXPECT_EQ(number(s, "audit_exact_mismatch"), 0) << name;
     EXPECT_EQ(number(s, "audit_t2_bound_violations"), 0) << name;
     EXPECT_GT(number(s, "audit_rows"), 0) << name;
-  }
-  // The daemon's counters are what the clients lived through.
-  const std::map<std::string, std::string> clients[] = {{{"A", ja}}, {{"B", jb}}, {{"C", jc}}};
-  for (const auto& entry : clients) {
-    const auto& [name, j] = *entry.begin();
-    const auto& s = summaries[name];
     EXPECT_EQ(number(s, "backpressure_tokens"), field(j, "backpressure_tokens")) << name;
     EXPECT_EQ(number(s, "t3_tokens"), field(j, "t3")) << name;
     EXPECT_EQ(number(s, "rows_to_t2"), field(j, "t2_demotions") + field(j, "pressure_demotions")) << name;
   }
-  EXPECT_EQ(text_field(jc, "last_backpressure"), "node_budget") << jc;
-  // B's evictions stayed within its cap (r = 0.2 of its managed chain).
-  EXPECT_LE(field(jb, "t3"), 0.2 * (432 - 32 - 4 - 16) + 1) << jb;
-  EXPECT_THAT(daemon.log(), ::testing::HasSubstr("reason=node_budget"));
+  // Admission counts pending plans' destinations, so the budget holds at every decision.
+  EXPECT_LE(used, kNodeTokens * kBytesPerToken);
+  EXPECT_EQ(field(run.status.at("A"), "ddr_share_bytes"), kNodeTokens * kBytesPerToken / 4);
+  EXPECT_EQ(field(run.status.at("C"), "ddr_share_bytes"), kNodeTokens * kBytesPerToken / 2);
+  EXPECT_GT(backpressure, 0);
+  EXPECT_EQ(text_field(run.status.at("C"), "last_backpressure"), "node_budget") << run.status.at("C");
+  // B's evictions, by policy and by pressure, stayed within its cap (r = 0.2 of its managed chain).
+  EXPECT_LE(field(run.status.at("B"), "t3"), 0.2 * (432 - 32 - 4 - 16) + 1);
+  EXPECT_THAT(run.daemon_log, ::testing::HasSubstr("reason=node_budget"));
+}
+
+TEST(Pressure, ThreeWeightedClientsShareTheNodeBudgetLosingNothingOutsidePolicyDecisions) {
+  const ThreeClients run = run_three_clients("demote-evict");
+  expect_budget_kept_and_nothing_lost(run);
+  const std::string& a = run.status.at("A");
+  const std::string& b = run.status.at("B");
+  const std::string& c = run.status.at("C");
+  // Each gave rows back by its own means; C, with nothing to give, gave nothing.
+  EXPECT_GT(field(a, "pressure_demotions"), 0) << a;
+  EXPECT_EQ(field(a, "pressure_evictions"), 0) << a;
+  EXPECT_GT(field(b, "pressure_evictions"), 0) << b;
+  EXPECT_EQ(field(b, "pressure_demotions"), 0) << b;
+  EXPECT_EQ(field(c, "pressure_demotions") + field(c, "pressure_evictions"), 0) << c;
+}
+
+TEST(Pressure, UnderTheBackpressureRuleNobodyGivesRowsBackAndTheRestStaysInHbm) {
+  const ThreeClients run = run_three_clients("backpressure");
+  expect_budget_kept_and_nothing_lost(run);
+  for (const auto& [name, j] : run.status) {
+    EXPECT_EQ(field(j, "pressure_demotions") + field(j, "pressure_evictions"), 0) << name << ": " << j;
+  }
+}
+
+TEST(Pressure, AnInt8PoolBeyondTheNodeInt8BudgetIsRefusedNamingTheKeyAndOthersKeepWorking) {
+  // One token of the toy model is 1,056 bytes of int8 blocks at most; 64 KiB holds ~60.
+  DaemonUnderTest daemon(test_name(), {"--set", "pools.int8_bytes_total=65536"});
+  const WorkloadRun refused = run_workload(daemon, {"--sequences", "1", "--steps", "8", "--int8-pool-tokens", "4096"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.out, ::testing::HasSubstr("pools.int8_bytes_total"));
+  const WorkloadRun fine = run_workload(daemon, {"--sequences", "1", "--steps", "64", "--expect-exact"});
+  EXPECT_EQ(fine.exit_code, 0) << fine.out;
 }
 
 }  // namespace

@@ -1,9 +1,15 @@
 // The tiering loop through real processes: a toy transformer in kvtier-workload streams real
 // attention scores, kvtierd decides tiers and sends plans, libkvtier moves the rows and stages
 // T1 per layer. Attention over the tiered cache must equal attention over the full cache.
+//
+// The exactness tests run on each backend: cpu (host cache, CPU executor) and cuda (device cache,
+// CUDA executor); a cuda instance skips with the workload's "no CUDA device: ..." where there is
+// no device or no CUDA build.
 #include <signal.h>
 
+#include <cctype>
 #include <set>
+#include <tuple>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -27,17 +33,39 @@ std::vector<std::string> with(std::vector<std::string> extra) {
   return args;
 }
 
-class ExactAtZeroEviction : public ::testing::TestWithParam<const char*> {};
+const auto kBackends = ::testing::Values("cpu", "cuda");
+
+using BackendAnd = std::tuple<std::string, std::string>;  // backend, a test's own parameter
+
+// "<backend>_<value>" with every character a test name cannot hold made '_'.
+std::string backend_and_value(const ::testing::TestParamInfo<BackendAnd>& info) {
+  std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+  for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return name;
+}
+
+// Skips the test (from the calling test body) when kvtier-workload cannot run on the backend.
+#define KVTIER_SKIP_WITHOUT_BACKEND(backend)                                      \
+  do {                                                                            \
+    if (const std::string why = backend_unavailable(backend); !why.empty()) {     \
+      GTEST_SKIP() << why;                                                        \
+    }                                                                             \
+  } while (0)
+
+class ExactAtZeroEviction : public ::testing::TestWithParam<BackendAnd> {};
 
 TEST_P(ExactAtZeroEviction, PositionOrderedStagingIsBitIdenticalToTheFullCache) {
+  const auto [backend, beta] = GetParam();
+  KVTIER_SKIP_WITHOUT_BACKEND(backend);
   DaemonUnderTest daemon(test_name());
-  const WorkloadRun run = run_workload(daemon, with({"--beta", GetParam(), "--evict", "0", "--expect-exact"}));
+  const WorkloadRun run =
+      run_workload(daemon, with({"--backend", backend, "--beta", beta, "--evict", "0", "--expect-exact"}));
   ASSERT_EQ(run.exit_code, 0) << run.out << daemon.log();
   EXPECT_EQ(run.number("steps_compared"), 400);
   EXPECT_EQ(run.number("steps_identical"), 400);
   EXPECT_EQ(run.number("max_abs_diff"), 0);
   EXPECT_EQ(run.number("plans_failed"), 0);
-  if (std::string(GetParam()) != "1.0") {
+  if (beta != "1.0") {
     // Tokens really moved: offloaded to the pool and restored from it.
     EXPECT_GT(run.number("rows_offloaded"), 0);
     EXPECT_GT(run.number("rows_restored"), 0);
@@ -47,14 +75,19 @@ TEST_P(ExactAtZeroEviction, PositionOrderedStagingIsBitIdenticalToTheFullCache) 
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Beta, ExactAtZeroEviction, ::testing::Values("0.3", "0.5", "0.7", "1.0"));
+INSTANTIATE_TEST_SUITE_P(Beta, ExactAtZeroEviction,
+                         ::testing::Combine(kBackends, ::testing::Values("0.3", "0.5", "0.7", "1.0")),
+                         backend_and_value);
 
-class ExactUnderEveryPolicy : public ::testing::TestWithParam<const char*> {};
+class ExactUnderEveryPolicy : public ::testing::TestWithParam<BackendAnd> {};
 
 // T1 is exact whatever a policy decides to move: only T3 is lossy.
 TEST_P(ExactUnderEveryPolicy, TieredOutputsEqualTheFullCacheAtZeroEviction) {
+  const auto [backend, policy] = GetParam();
+  KVTIER_SKIP_WITHOUT_BACKEND(backend);
   DaemonUnderTest daemon(test_name());
-  const WorkloadRun run = run_workload(daemon, with({"--policy", GetParam(), "--beta", "0.3", "--expect-exact"}));
+  const WorkloadRun run =
+      run_workload(daemon, with({"--backend", backend, "--policy", policy, "--beta", "0.3", "--expect-exact"}));
   ASSERT_EQ(run.exit_code, 0) << run.out << daemon.log();
   EXPECT_GT(run.number("rows_offloaded"), 0);
   EXPECT_EQ(run.number("steps_identical"), run.number("steps_compared"));
@@ -62,11 +95,17 @@ TEST_P(ExactUnderEveryPolicy, TieredOutputsEqualTheFullCacheAtZeroEviction) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, ExactUnderEveryPolicy,
-                         ::testing::Values("paper", "h2o", "streaming_llm", "random", "vase", "r_kv"));
+                         ::testing::Combine(kBackends, ::testing::Values("paper", "h2o", "streaming_llm", "random",
+                                                                         "vase", "r_kv")),
+                         backend_and_value);
 
-TEST(Tiering, CompactStagingAgreesWithinFloatingPointReorderingTolerance) {
+// The tests of one workload run per backend.
+class TieringOnBackend : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TieringOnBackend, CompactStagingAgreesWithinFloatingPointReorderingTolerance) {
+  KVTIER_SKIP_WITHOUT_BACKEND(GetParam());
   DaemonUnderTest daemon(test_name());
-  const WorkloadRun run = run_workload(daemon, with({"--beta", "0.3", "--order", "compact"}));
+  const WorkloadRun run = run_workload(daemon, with({"--backend", GetParam(), "--beta", "0.3", "--order", "compact"}));
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_GT(run.number("rows_offloaded"), 0);
   EXPECT_LT(run.number("max_abs_diff"), 1e-5);
@@ -118,15 +157,39 @@ TEST(Tiering, StatusShowsTierCountsPerSequenceChangingOverTime) {
   EXPECT_EQ(client.wait(std::chrono::seconds(20)), 0);
 }
 
-TEST(Tiering, APlanReportedAsFailedRollsBackAndOutputsStayExact) {
+TEST_P(TieringOnBackend, APlanReportedAsFailedRollsBackAndOutputsStayExact) {
+  KVTIER_SKIP_WITHOUT_BACKEND(GetParam());
   DaemonUnderTest daemon(test_name());
-  const WorkloadRun run = run_workload(daemon, with({"--beta", "0.3", "--fail-every", "3", "--expect-exact"}));
+  const WorkloadRun run =
+      run_workload(daemon, with({"--backend", GetParam(), "--beta", "0.3", "--fail-every", "3", "--expect-exact"}));
   ASSERT_EQ(run.exit_code, 0) << run.out << daemon.log();
   EXPECT_GT(run.number("plans_rejected"), 0);
   EXPECT_GT(run.number("plans"), 0);
   EXPECT_EQ(run.number("steps_identical"), run.number("steps_compared"));
   EXPECT_THAT(daemon.log(), HasSubstr("event=plan_failed"));
   EXPECT_THAT(daemon.log(), HasSubstr("rolled_back=1"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, TieringOnBackend, kBackends,
+                         [](const ::testing::TestParamInfo<std::string>& backend) { return backend.param; });
+
+// The cuda instances above must not be skipped for a reason other than a missing device: a build
+// and machine that can run them say so here, and one that cannot names why.
+TEST(Tiering, TheCudaBackendRunsOrSaysWhyNot) {
+  const CommandResult probe = run_command({KVTIER_TEST_WORKLOAD, "--backend", "cuda", "--probe"});
+  if (probe.exit_code == 4) {
+    EXPECT_THAT(probe.out, HasSubstr("no CUDA device: "));
+    GTEST_SKIP() << probe.out;
+  }
+  EXPECT_EQ(probe.exit_code, 0) << probe.out;
+  EXPECT_THAT(probe.out, HasSubstr("backend cuda: "));
+}
+
+TEST(Tiering, TheCudaBackendRefusesAnInt8PoolNamingT2) {
+  // Refused before any daemon is reached, device or not.
+  const CommandResult run = run_command({KVTIER_TEST_WORKLOAD, "--backend", "cuda", "--int8-pool-tokens", "64"});
+  EXPECT_EQ(run.exit_code, 2) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("T2 (int8) rows need the CPU backend"));
 }
 
 TEST(Tiering, StatusCountsFailedPlans) {

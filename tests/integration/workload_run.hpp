@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,25 @@ inline WorkloadRun run_workload(const DaemonUnderTest& daemon, std::vector<std::
     pos = end + 1;
   }
   return run;
+}
+
+// Why kvtier-workload cannot run with `--backend backend` here (its "no CUDA device: ..." line,
+// exit 4), or empty when it can. Asks the workload itself (--probe, no daemon) once per backend
+// and process. Any other probe failure also returns empty, so the test runs and shows it.
+inline std::string backend_unavailable(const std::string& backend) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> known;
+  const std::lock_guard lock(mutex);
+  if (auto it = known.find(backend); it != known.end()) return it->second;
+  const CommandResult probe = run_command({KVTIER_TEST_WORKLOAD, "--backend", backend, "--probe"});
+  std::string why;
+  if (probe.exit_code == 4) {
+    const auto at = probe.out.find("no CUDA device");
+    why = probe.out.substr(at == std::string::npos ? 0 : at);
+    while (!why.empty() && (why.back() == '\n' || why.back() == '\r')) why.pop_back();
+    if (why.empty()) why = "kvtier-workload --probe: backend " + backend + " unavailable (exit 4)";
+  }
+  return known.emplace(backend, why).first->second;
 }
 
 }  // namespace kvtier::testing

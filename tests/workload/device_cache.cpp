@@ -34,6 +34,7 @@ Result<std::unique_ptr<DeviceCache>> DeviceCache::create(const kernels::KvLayout
     cache->k_base_.push_back(cache->k_.back().address());
     cache->v_base_.push_back(cache->v_.back().address());
   }
+  if (auto ok = kernels::cuda::device_synchronize(); !ok) return tl::unexpected(ok.error());
   return cache;
 }
 
@@ -72,7 +73,9 @@ Status DeviceCache::upload_slot(std::uint32_t slot) {
       if (auto ok = copy_head(true, layer, slot, head); !ok) return ok;
     }
   }
-  return {};
+  // A copy from pageable memory may return before its DMA lands, and libkvtier's copy stream
+  // (non-blocking) is not ordered after ours: wait until the rows are really on the device.
+  return kernels::cuda::device_synchronize();
 }
 
 Status DeviceCache::download_all() {
@@ -93,14 +96,14 @@ Status DeviceCache::stage(Client& client, std::uint32_t sequence, std::uint32_t 
     if (!buffer) return tl::unexpected(buffer.error());
     staging_ = std::move(*buffer);
   }
-  const auto base = reinterpret_cast<const std::byte*>(staging_.address());
-  const kvtier_status status =
-      client.stage_layer(sequence, layer, order, std::span(const_cast<std::byte*>(base), staging_.size()), staged);
+  // A device address: libkvtier's CUDA executor writes there, this process never dereferences it.
+  auto* device = reinterpret_cast<std::byte*>(staging_.address());
+  const kvtier_status status = client.stage_layer(sequence, layer, order, std::span(device, staging_.size()), staged);
   if (status != KVTIER_OK) return make_error(Errc::kInternal, client.last_error());
   // K and V rows lie in the device staging buffer; bring down the span that holds both.
   const std::size_t half = staged.rows * host_.half_row_bytes();
-  const auto k_at = static_cast<std::size_t>(static_cast<const std::byte*>(staged.k) - base);
-  const auto v_at = static_cast<std::size_t>(static_cast<const std::byte*>(staged.v) - base);
+  const std::size_t k_at = reinterpret_cast<std::uintptr_t>(staged.k) - staging_.address();
+  const std::size_t v_at = reinterpret_cast<std::uintptr_t>(staged.v) - staging_.address();
   const std::size_t span = std::max(k_at, v_at) + half;
   if (span > staging_.size()) return make_error(Errc::kInternal, "staged rows outside the staging buffer");
   host.resize(std::max<std::size_t>((span + sizeof(float) - 1) / sizeof(float), 1));

@@ -34,16 +34,18 @@ class DeviceCache {
   // The device cache for kvtier_sequence_attach_cache (backend KVTIER_BACKEND_CUDA).
   kvtier_kv_layout layout() const;
 
-  // Copies slot `slot` (K and V of every layer and KV head) from the host cache to the device.
+  // Copies slot `slot` (K and V of every layer and KV head) from the host cache to the device and
+  // returns once they are there (libkvtier's copy stream may read them next).
   Status upload_slot(std::uint32_t slot);
   // Copies every layer's device K and V over the host cache: the host then holds what the
   // library left on the device (restored T0 rows included).
   Status download_all();
 
-  // Stages `layer` of `sequence` into the device staging buffer (grown as needed), then copies
-  // the staged rows into `host` (resized): `staged` describes them in host memory.
-  kvtier_status stage(Client& client, std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order,
-                      std::vector<float>& host, kvtier_staged_layer& staged);
+  // Stages `layer` of `sequence` (`bytes`: what kvtier_sequence_t1_rows asks for) into the device
+  // staging buffer, grown as needed, then copies the staged rows into `host` (resized): `staged`
+  // then describes them in host memory. A library failure carries client.last_error().
+  Status stage(Client& client, std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order,
+               std::size_t bytes, std::vector<float>& host, kvtier_staged_layer& staged);
 
  private:
   explicit DeviceCache(const kernels::KvLayout& host) : host_(host) {}

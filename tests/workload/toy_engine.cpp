@@ -2,25 +2,46 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
+#include "device_cache.hpp"
+
 namespace kvtier::workload {
+namespace {
+
+// The engine's own failures (device copies, the model) have no client error to carry them.
+kvtier_status engine_error(std::uint32_t sequence, const char* what, const Error& error) {
+  std::fprintf(stderr, "kvtier-workload: sequence %u: %s: %s\n", sequence, what, error.message.c_str());
+  return KVTIER_E_INTERNAL;
+}
+
+}  // namespace
 
 // Hands the model each layer's host rows (T1 exact, T2 dequantized), staged by libkvtier from the
-// pools, and lets the audit copy what the model is given.
+// pools (into device memory and back down with a device cache), and lets the audit copy what the
+// model is given.
 class ToyEngine::Staging : public toy::StagingSource {
  public:
   Staging(Client& client, std::uint32_t sequence, kvtier_staging_order order, KvAudit* audit)
       : client_(client), sequence_(sequence), order_(order), audit_(audit) {}
 
+  void set_device(DeviceCache* device) { device_ = device; }
+
   Result<toy::StagedRows> stage(std::uint32_t layer) override {
     std::size_t rows = 0, bytes = 0;
     if (client_.t1_rows(sequence_, rows, bytes) != KVTIER_OK) return make_error(Errc::kInternal, client_.last_error());
-    buffer_.resize(std::max<std::size_t>(bytes / sizeof(float), 1));
     kvtier_staged_layer staged{};
-    const auto status = client_.stage_layer(
-        sequence_, layer, order_, std::as_writable_bytes(std::span(buffer_)), staged);
-    if (status != KVTIER_OK) return make_error(Errc::kInternal, client_.last_error());
+    if (device_ != nullptr) {
+      if (auto ok = device_->stage(client_, sequence_, layer, order_, bytes, buffer_, staged); !ok) {
+        return tl::unexpected(ok.error());
+      }
+    } else {
+      buffer_.resize(std::max<std::size_t>(bytes / sizeof(float), 1));
+      const auto status = client_.stage_layer(
+          sequence_, layer, order_, std::as_writable_bytes(std::span(buffer_)), staged);
+      if (status != KVTIER_OK) return make_error(Errc::kInternal, client_.last_error());
+    }
     const toy::StagedRows view{std::span(staged.positions, staged.rows), static_cast<const float*>(staged.k),
                                static_cast<const float*>(staged.v),
                                order_ == KVTIER_STAGE_COMPACT ? kernels::StagingOrder::kCompact
@@ -34,18 +55,20 @@ class ToyEngine::Staging : public toy::StagingSource {
   std::uint32_t sequence_;
   kvtier_staging_order order_;
   KvAudit* audit_;
+  DeviceCache* device_ = nullptr;
   std::vector<float> buffer_;
 };
 
 ToyEngine::ToyEngine(Client& client, std::uint32_t sequence, const toy::ToyConfig& config, std::uint64_t seed,
                      kvtier_staging_order order, bool shadow, KeyRanges* key_ranges, unsigned audit_every,
-                     kvtier_policy policy)
+                     kvtier_policy policy, kvtier_backend backend)
     : client_(client),
       sequence_(sequence),
       order_(order),
       policy_(policy),
       model_(std::make_unique<toy::ToyModel>(config, seed)),
       shadow_(shadow ? std::make_unique<toy::ToyModel>(config, seed) : nullptr),
+      backend_(backend),
       key_ranges_(key_ranges),
       audit_(key_ranges != nullptr && audit_every != 0 ? std::make_unique<KvAudit>(config, *key_ranges) : nullptr),
       audit_every_(audit_every),
@@ -77,14 +100,21 @@ kvtier_status ToyEngine::start(std::uint32_t prompt_length) {
   layout.block_stride = l.block_stride;
   layout.k_base = l.k_base.data();
   layout.v_base = l.v_base.data();
+  if (backend_ == KVTIER_BACKEND_CUDA) {
+    auto device = DeviceCache::create(l);
+    if (!device) return engine_error(sequence_, "device cache", device.error());
+    device_ = std::move(*device);
+    staging_->set_device(device_.get());
+    layout = device_->layout();
+  }
   if (const auto st = client_.attach_cache(sequence_, layout); st != KVTIER_OK) return st;
   // Prefill row by row; the daemon accumulates each row's probabilities, i.e. the prompt's
   // column sums, before the first decode step ends.
   for (std::uint32_t position = 0; position < prompt_length; ++position) {
     auto out = model_->decode_token(token_at(position), position);
-    if (!out) return KVTIER_E_INTERNAL;
+    if (!out) return engine_error(sequence_, "prefill", out.error());
     if (shadow_ && !shadow_->decode_token(token_at(position), position)) return KVTIER_E_INTERNAL;
-    written(position);
+    if (const auto st = written(position); st != KVTIER_OK) return st;
     if (const auto st = client_.push_scores(sequence_, 0, 0, out->scores); st != KVTIER_OK) return st;
     if (const auto st = push_features(position); st != KVTIER_OK) return st;
   }
@@ -112,7 +142,11 @@ kvtier_status ToyEngine::apply(const kvtier_plan& plan) {
       }
     }
   }
-  if (ok) ok = client_.execute_plan(plan, hbm) == KVTIER_OK;
+  if (ok && client_.execute_plan(plan, hbm) != KVTIER_OK) {
+    std::fprintf(stderr, "kvtier-workload: sequence %u: plan %llu not applied: %s\n", sequence_,
+                 static_cast<unsigned long long>(plan.epoch), client_.last_error().c_str());
+    ok = false;
+  }
   if (!ok) {
     // The daemon rolls the plan back; the placement stays as it was.
     for (const auto position : admitted) (void)model_->release(position);
@@ -148,9 +182,13 @@ kvtier_status ToyEngine::step() {
   const std::uint32_t token = token_at(position);
   const bool audit = audit_ != nullptr && step_ % audit_every_ == 0;
   if (audit) audit_->begin_step();
+  // Attention reads the host cache: bring down what the library left on the device (restores).
+  if (device_) {
+    if (auto ok = device_->download_all(); !ok) return engine_error(sequence_, "device cache download", ok.error());
+  }
   auto out = model_->decode_token(token, position, staging_.get());
-  if (!out) return KVTIER_E_INTERNAL;
-  written(position);
+  if (!out) return engine_error(sequence_, "decode", out.error());
+  if (const auto st = written(position); st != KVTIER_OK) return st;
   if (audit) audit_->check(*model_, tiers_);
   if (shadow_) {
     auto full = shadow_->decode_token(token, position);
@@ -167,11 +205,18 @@ kvtier_status ToyEngine::step() {
   return client_.step_end(sequence_, step_++);
 }
 
-void ToyEngine::written(std::uint32_t position) {
+kvtier_status ToyEngine::written(std::uint32_t position) {
   tiers_.push_back(KVTIER_T0);
-  if (!audit_) return;
+  if (device_) {
+    // Offloads read the device cache: the new rows must be there before the next plan.
+    if (auto ok = device_->upload_slot(*model_->slot_of(position)); !ok) {
+      return engine_error(sequence_, "device cache upload", ok.error());
+    }
+  }
+  if (!audit_) return KVTIER_OK;
   audit_->record(*model_, position);
   key_ranges_->widen(*model_, position);
+  return KVTIER_OK;
 }
 
 const float* ToyEngine::row(const std::vector<std::uintptr_t>& base, std::uint32_t layer, std::uint32_t slot,

@@ -3,6 +3,10 @@
 // attention over the tiered cache equals (or, with T2/T3, how far it is from) attention over the
 // full cache, and audited (KvAudit) so that every row attended is the row the engine wrote:
 // exactly for T0/T1, within the int8 bound for T2.
+//
+// Backend: with KVTIER_BACKEND_CPU the library copies rows in and out of the model's own host
+// cache; with KVTIER_BACKEND_CUDA the cache it sees and the staging buffer are device memory
+// (DeviceCache), mirrored to and from the model's host cache around each step.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +18,8 @@
 #include "kvtier/toy/toy_model.hpp"
 
 namespace kvtier::workload {
+
+class DeviceCache;
 
 struct EngineStats {
   std::uint64_t plans = 0;
@@ -37,10 +43,11 @@ class ToyEngine {
   // one client, outliving them); nullptr = no audit. audit_every: audit every Nth decode step.
   ToyEngine(Client& client, std::uint32_t sequence, const toy::ToyConfig& config, std::uint64_t seed,
             kvtier_staging_order order, bool shadow, KeyRanges* key_ranges, unsigned audit_every,
-            kvtier_policy policy = KVTIER_POLICY_PAPER);
+            kvtier_policy policy = KVTIER_POLICY_PAPER, kvtier_backend backend = KVTIER_BACKEND_CPU);
   ~ToyEngine();
 
-  // Attaches the engine's cache to the sequence and runs the prompt (all T0).
+  // Attaches the engine's cache (in device memory with KVTIER_BACKEND_CUDA) to the sequence and
+  // runs the prompt (all T0). Engine-side failures are described on stderr.
   kvtier_status start(std::uint32_t prompt_length);
   // Executes one plan for this sequence and acknowledges it.
   kvtier_status apply(const kvtier_plan& plan);
@@ -58,8 +65,9 @@ class ToyEngine {
   void compare(const toy::StepOutput& tiered, const toy::StepOutput& full);
   // Sends the features the policy needs for a freshly decoded (T0) position.
   kvtier_status push_features(std::uint32_t position);
-  // Tracks a freshly written (T0) position: its tier, the audit's mirror and the key ranges.
-  void written(std::uint32_t position);
+  // Tracks a freshly written (T0) position: its tier, the audit's mirror, the key ranges and,
+  // with a device cache, its rows on the device.
+  kvtier_status written(std::uint32_t position);
   const float* row(const std::vector<std::uintptr_t>& base, std::uint32_t layer, std::uint32_t slot,
                    std::uint32_t head) const;
 
@@ -69,6 +77,8 @@ class ToyEngine {
   kvtier_policy policy_;
   std::unique_ptr<toy::ToyModel> model_;
   std::unique_ptr<toy::ToyModel> shadow_;  // full cache, same weights and tokens
+  kvtier_backend backend_;
+  std::unique_ptr<DeviceCache> device_;  // KVTIER_BACKEND_CUDA only, from start()
   std::unique_ptr<Staging> staging_;
   KeyRanges* key_ranges_;
   std::unique_ptr<KvAudit> audit_;

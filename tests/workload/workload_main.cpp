@@ -7,7 +7,14 @@
 // steps, also with --no-shadow) checks that every row the engine attends to is the row it wrote:
 // T0/T1 bit-identical, T2 within the int8 bound, and that no live token is missing.
 //
+// --backend cpu (default): the engine's KV cache is host memory and libkvtier's CPU executor
+// moves the rows. --backend cuda: the cache and the staging buffer are device memory (DeviceCache)
+// and every row moves through libkvtier's CUDA executor; the toy still computes on the CPU over a
+// host mirror. T2 (--int8-pool-tokens) needs the CPU backend: libkvtier refuses T2 rows on CUDA.
+// --probe checks the backend and exits (0 usable, 4 not) without a daemon.
+//
 // Prints one `summary key=value ...` line. Exit: 0 ok, 1 failed, 2 usage, 3 daemon unreachable,
+// 4 --backend cuda without a usable CUDA device or CUDA build ("no CUDA device: ..."),
 // 5 --expect-exact and an output differed from the full cache, 6 the KV audit found a violation
 // (a T0/T1 row not exact, a T2 row beyond the int8 bound, a lost token, a tier the plans
 // contradict); the first few are described on stderr.
@@ -20,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "kvtier/kernels/cuda/device.hpp"
 #include "kvtier/kvtier.hpp"
 #include "toy_engine.hpp"
 
@@ -36,7 +44,8 @@ struct Options {
   unsigned int8_pool_tokens = 0;  // int8 (T2) pool rows to ask for; 0 = no T2
   unsigned weight = 0;            // share of the node DDR budget; 0 = the daemon's default
   unsigned audit_every = 1;       // audit the KV every Nth step; 0 = never
-  bool hold = false, shadow = true, expect_exact = false;
+  bool hold = false, shadow = true, expect_exact = false, probe = false;
+  kvtier_backend backend = KVTIER_BACKEND_CPU;
   kvtier_sequence_options tiering{};
   kvtier_staging_order order = KVTIER_STAGE_POSITION_ORDER;
 };
@@ -54,6 +63,7 @@ bool parse(int argc, char** argv, Options& o) {
     if (arg == "--hold") { o.hold = true; continue; }
     if (arg == "--no-shadow") { o.shadow = false; continue; }
     if (arg == "--expect-exact") { o.expect_exact = true; continue; }
+    if (arg == "--probe") { o.probe = true; continue; }
     if (i + 1 >= argc) return false;
     const char* v = argv[++i];
     const auto u = [v] { return static_cast<unsigned>(std::strtoul(v, nullptr, 10)); };
@@ -68,6 +78,10 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg == "--int8-pool-tokens") o.int8_pool_tokens = u();
     else if (arg == "--weight") o.weight = u();
     else if (arg == "--audit-every") o.audit_every = u();
+    else if (arg == "--backend") {
+      if (std::strcmp(v, "cpu") != 0 && std::strcmp(v, "cuda") != 0) return false;
+      o.backend = std::strcmp(v, "cuda") == 0 ? KVTIER_BACKEND_CUDA : KVTIER_BACKEND_CPU;
+    }
     else if (arg == "--order") o.order = std::strcmp(v, "compact") == 0 ? KVTIER_STAGE_COMPACT : KVTIER_STAGE_POSITION_ORDER;
     else {
       // Tier parameters: any of them switches the sequence off the daemon's defaults.
@@ -107,12 +121,33 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, o)) {
     std::fputs("usage: kvtier-workload [--socket PATH] [--name N] [--sequences K] [--prompt P] [--steps S]\n"
                "  [--step-us U] [--hold] [--no-shadow] [--expect-exact] [--order position|compact]\n"
+               "  [--backend cpu|cuda] [--probe]\n"
                "  [--fail-every N] [--pool-tokens N] [--int8-pool-tokens N] [--weight W] [--audit-every N]\n"
                "  [--beta B] [--evict R] [--mode cumulative|paper-algorithm|paper-prototype]\n"
                "  [--interval D] [--window W] [--sinks K] [--int8-ratio R] [--int8-tokens N]\n"
                "  [--policy paper|h2o|streaming_llm|random|vase|r_kv]\n",
                stderr);
     return 2;
+  }
+  if (o.backend == KVTIER_BACKEND_CUDA) {
+    if (o.int8_pool_tokens != 0) {
+      std::fputs("kvtier-workload: --backend cuda with --int8-pool-tokens: T2 (int8) rows need the CPU backend "
+                 "(libkvtier refuses them on CUDA until the GPU dequantize path is wired, issue #4)\n",
+                 stderr);
+      return 2;
+    }
+    // Without a device (or a CUDA build) say so and stop before touching the daemon.
+    if (const auto count = kvtier::kernels::cuda::device_count(); !count) {
+      std::fprintf(stderr, "kvtier-workload: %s\n", count.error().message.c_str());
+      return 4;
+    }
+  }
+  if (o.probe) {
+    const auto device = o.backend == KVTIER_BACKEND_CUDA ? kvtier::kernels::cuda::device_description()
+                                                         : kvtier::Result<std::string>(std::string("host memory"));
+    std::printf("backend %s: %s\n", o.backend == KVTIER_BACKEND_CUDA ? "cuda" : "cpu",
+                device ? device->c_str() : device.error().message.c_str());
+    return 0;
   }
   std::signal(SIGTERM, [](int) { g_stop = 1; });
   std::signal(SIGINT, [](int) { g_stop = 1; });
@@ -152,7 +187,7 @@ int main(int argc, char** argv) {
     if ((st = client.open_sequence(options, id)) != KVTIER_OK) return fail(client, "open", st);
     engines.push_back(std::make_unique<kvtier::workload::ToyEngine>(
         client, id, config, 1000 + i, o.order, o.shadow, o.audit_every != 0 ? &key_ranges : nullptr, o.audit_every,
-        o.tiering.policy));
+        o.tiering.policy, o.backend));
     if ((st = engines.back()->start(o.prompt)) != KVTIER_OK) return fail(client, "start", st);
   }
   auto engine_of = [&](std::uint32_t sequence) -> kvtier::workload::ToyEngine* {
