@@ -6,6 +6,8 @@
 #   summary.txt   device, toolchain, mode, test counts, failures, every `ratio` line, timings
 #   build.log     configure + build output (build mode only)
 #   tests.log     ctest -L cuda output (build mode) or the gtest binaries' output (prebuilt)
+#   integration.log  the integration tests' CUDA-backend instances (real kvtierd, kvtier-workload
+#                 with its engine cache in device memory): kvtier_service_test --gtest_filter='*cuda*'
 #   bench.txt     kvtier-gpu-bench stdout (`ratio ...` lines) and stderr (progress)
 #   bench.json    the measures as JSON
 #   sanitizer.log compute-sanitizer memcheck of the CUDA tests (only with KVTIER_SANITIZER=1)
@@ -31,7 +33,11 @@ OUT=${OUT:-./gpu-out}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
 CONFIGURE_ARGS=(-DKVTIER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release
   -DKVTIER_WERROR=ON)
-TARGETS=(kvtier_cuda_test kvtier_ipc_peer kvtier_cuda_host_test kvtier-gpu-bench)
+TARGETS=(kvtier_cuda_test kvtier_ipc_peer kvtier_cuda_host_test kvtier-gpu-bench
+  kvtier_service_test kvtierd kvtierctl kvtier-workload kvtier_c_abi_test)
+# What the integration tests start (found through $KVTIER_TEST_BIN_DIR in prebuilt mode).
+INTEGRATION_BINS=(tests/integration/kvtier_service_test daemon/kvtierd client/cli/kvtierctl
+  tests/workload/kvtier-workload tests/abi/kvtier_c_abi_test)
 
 build() {  # build DIR: configure + build the CUDA targets; output on stdout
   local generator=()
@@ -46,8 +52,13 @@ if [[ "${1:-}" == "--prepare" ]]; then
   mkdir -p "$dest/lib"
   cp "$BUILD/tests/cuda/kvtier_cuda_test" "$BUILD/tests/cuda/kvtier_ipc_peer" \
     "$BUILD/tests/cuda/kvtier_cuda_host_test" "$BUILD/tests/gpu/kvtier-gpu-bench" "$dest/"
-  cudart=$(ldd "$dest/kvtier_cuda_test" | awk '/libcudart/ {print $3}')
-  [[ -n "$cudart" ]] && cp -L "$cudart" "$dest/lib/"
+  for bin in "${INTEGRATION_BINS[@]}"; do cp "$BUILD/$bin" "$dest/"; done
+  # Shared libraries the GPU machine may lack (Cap'n Proto, spdlog, fmt, cudart, ...); glibc's
+  # own stay behind.
+  for bin in "$dest"/kvtier*; do
+    ldd "$bin" | awk '$3 ~ /^\// {print $3}'
+  done | sort -u | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+    while read -r lib; do cp -L "$lib" "$dest/lib/"; done
   strip --strip-debug "$dest"/kvtier_* "$dest"/kvtier-gpu-bench 2>/dev/null
   du -sh "$dest"
   exit 0
@@ -124,6 +135,25 @@ if ((failed > 0)); then
 fi
 if grep -q 'no CUDA device' "$OUT/tests.log"; then
   note "skip reason: $(grep -m1 -o 'no CUDA device.*' "$OUT/tests.log")"
+fi
+
+# --- integration tests on the CUDA backend -------------------------------------------------------
+# The exactness tests of the tiering loop with the engine's cache in device memory: the CUDA
+# executor does every offload, restore and staging copy against a real kvtierd.
+t0=$(date +%s)
+if [[ -n "${KVTIER_GPU_PREBUILT:-}" ]]; then
+  IT_BIN=$BIN/kvtier_service_test
+  export KVTIER_TEST_BIN_DIR=$BIN
+else
+  IT_BIN=$BUILD/tests/integration/kvtier_service_test
+fi
+timeout 300 "$IT_BIN" --gtest_filter='*cuda*:*Cuda*' >"$OUT/integration.log" 2>&1
+it_status=$?
+note "integration (cuda backend): exit $it_status in $(elapsed "$t0"):" \
+  "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) \]' "$OUT/integration.log" | grep -v 'listed below' | tr '\n' ' ')"
+if ((it_status != 0)); then
+  status=1
+  grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/integration.log" | head -20 | tee -a "$SUMMARY"
 fi
 
 # --- benchmarks --------------------------------------------------------------------------------

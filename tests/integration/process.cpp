@@ -13,6 +13,13 @@
 #include <stdexcept>
 
 namespace kvtier::testing {
+
+std::string test_binary(const char* built_path) {
+  const char* dir = std::getenv("KVTIER_TEST_BIN_DIR");
+  if (dir == nullptr || *dir == '\0') return built_path;
+  return (std::filesystem::path(dir) / std::filesystem::path(built_path).filename()).string();
+}
+
 namespace fs = std::filesystem;
 
 ChildProcess ChildProcess::spawn(const std::vector<std::string>& argv, const fs::path& log_path,

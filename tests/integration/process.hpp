@@ -14,6 +14,14 @@
 
 namespace kvtier::testing {
 
+// The binaries the tests start: where CMake built them, unless $KVTIER_TEST_BIN_DIR names a
+// directory holding them all (tests/gpu/device_check.sh runs prebuilt copies on a GPU machine).
+std::string test_binary(const char* built_path);
+#define KVTIER_TEST_KVTIERD ::kvtier::testing::test_binary(KVTIER_TEST_KVTIERD_PATH)
+#define KVTIER_TEST_KVTIERCTL ::kvtier::testing::test_binary(KVTIER_TEST_KVTIERCTL_PATH)
+#define KVTIER_TEST_WORKLOAD ::kvtier::testing::test_binary(KVTIER_TEST_WORKLOAD_PATH)
+#define KVTIER_TEST_C_ABI ::kvtier::testing::test_binary(KVTIER_TEST_C_ABI_PATH)
+
 // A spawned child; SIGKILLed and reaped on destruction if still running.
 class ChildProcess {
  public:
