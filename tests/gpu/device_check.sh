@@ -149,8 +149,10 @@ else
 fi
 timeout 300 "$IT_BIN" --gtest_filter='*cuda*:*Cuda*' >"$OUT/integration.log" 2>&1
 it_status=$?
+it_count() { awk -v pat="$1" '$0 ~ pat {n += $4} END {print n + 0}' "$OUT/integration.log"; }
 note "integration (cuda backend): exit $it_status in $(elapsed "$t0"):" \
-  "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) \]' "$OUT/integration.log" | grep -v 'listed below' | tr '\n' ' ')"
+  "$(it_count '^\\[  PASSED  \\] [0-9]+ test') passed," \
+  "$(it_count '^\\[  FAILED  \\] [0-9]+ test') failed, $(it_count '^\\[  SKIPPED \\] [0-9]+ test') skipped"
 if ((it_status != 0)); then
   status=1
   grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/integration.log" | head -20 | tee -a "$SUMMARY"
