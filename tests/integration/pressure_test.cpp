@@ -121,11 +121,11 @@ ThreeClients run_three_clients(const std::string& pressure) {
     // The figures the README quotes come from this line.
     std::printf("pressure=%s client=%s weight=%ld ddr_bytes_used=%ld ddr_share_bytes=%ld t1=%ld t2=%ld t3=%ld "
                 "t2_demotions=%ld pressure_demotions=%ld pressure_evictions=%ld backpressure_tokens=%ld "
-                "last_backpressure=%s\n",
+                "int8_slots_used=%ld last_backpressure=%s\n",
                 pressure.c_str(), name, field(j, "weight"), field(j, "ddr_bytes_used"), field(j, "ddr_share_bytes"),
                 field(j, "t1"), field(j, "t2"), field(j, "t3"), field(j, "t2_demotions"),
                 field(j, "pressure_demotions"), field(j, "pressure_evictions"), field(j, "backpressure_tokens"),
-                text_field(j, "last_backpressure").c_str());
+                field(j, "int8_slots_used"), text_field(j, "last_backpressure").c_str());
   }
   for (ChildProcess* p : {&a, &b, &c}) p->signal(SIGTERM);
   for (auto [name, process] : {std::pair{"A", &a}, {"B", &b}, {"C", &c}}) {
