@@ -33,7 +33,7 @@ OUT=${OUT:-./gpu-out}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
 CONFIGURE_ARGS=(-DKVTIER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release
   -DKVTIER_WERROR=ON)
-TARGETS=(kvtier_cuda_test kvtier_ipc_peer kvtier_cuda_host_test kvtier-gpu-bench
+TARGETS=(kvtier_cuda_test kvtier_ipc_peer kvtier_vmm_peer kvtier_cuda_host_test kvtier-gpu-bench
   kvtier_service_test kvtierd kvtierctl kvtier-workload kvtier_c_abi_test)
 # What the integration tests start (found through $KVTIER_TEST_BIN_DIR in prebuilt mode).
 INTEGRATION_BINS=(tests/integration/kvtier_service_test daemon/kvtierd client/cli/kvtierctl
@@ -50,7 +50,7 @@ if [[ "${1:-}" == "--prepare" ]]; then
   dest=${2:?usage: device_check.sh --prepare DIR}
   build "$BUILD" || exit 1
   mkdir -p "$dest/lib"
-  cp "$BUILD/tests/cuda/kvtier_cuda_test" "$BUILD/tests/cuda/kvtier_ipc_peer" \
+  cp "$BUILD/tests/cuda/kvtier_cuda_test" "$BUILD/tests/cuda/kvtier_ipc_peer" "$BUILD/tests/cuda/kvtier_vmm_peer" \
     "$BUILD/tests/cuda/kvtier_cuda_host_test" "$BUILD/tests/gpu/kvtier-gpu-bench" "$dest/"
   for bin in "${INTEGRATION_BINS[@]}"; do cp "$BUILD/$bin" "$dest/"; done
   # Shared libraries the GPU machine may lack (Cap'n Proto, spdlog, fmt, cudart, ...); glibc's
@@ -90,6 +90,7 @@ if [[ -n "${KVTIER_GPU_PREBUILT:-}" ]]; then
   BIN=$(cd "$KVTIER_GPU_PREBUILT" && pwd)
   export LD_LIBRARY_PATH="$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export KVTIER_IPC_PEER=$BIN/kvtier_ipc_peer
+  export KVTIER_VMM_PEER=$BIN/kvtier_vmm_peer
   TEST_BIN=$BIN/kvtier_cuda_test
   HOST_TEST_BIN=$BIN/kvtier_cuda_host_test
   BENCH_BIN=$BIN/kvtier-gpu-bench
