@@ -66,6 +66,7 @@ class ClientChannel {
   void service();
 
   // --- for the NodeBudget ---
+  std::uint32_t client_id() const noexcept { return client_id_; }
   bool has_pool() const noexcept { return allocator_.has_value(); }
   std::uint32_t weight() const noexcept { return weight_; }
   // One slot holds a token's row in every layer.

@@ -51,6 +51,16 @@ Result<bool> ClientChannel::send_relief() {
     auto it = sequences_.find(sequence_id);
     if (it == sequences_.end()) continue;
     Sequence& sequence = it->second;
+    if (can_demote(sequence)) {
+      // Int8 blocks are written once and never refilled, so a relief of k tokens demotes whole
+      // blocks: the sequence's lowest round_up(k, G) T1 tokens (those listed are among them
+      // unless they moved since), giving back a little more than asked instead of wasting rows.
+      const std::size_t group = int8_allocator_->group();
+      std::vector<tier::ScoredPosition> lowest;
+      sequence.tiers.lowest_in_tier(tier::Tier::kT1, (positions.size() + group - 1) / group * group, lowest);
+      positions.clear();
+      for (const tier::ScoredPosition& p : lowest) positions.push_back(p.position);
+    }
     std::sort(positions.begin(), positions.end());
     // Demote to int8 while blocks last (only sequences that opted into T2: the others stay
     // exact), then evict within the sequence's eviction budget; tokens that left T1 since they

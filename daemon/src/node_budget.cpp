@@ -36,8 +36,22 @@ Admission NodeBudget::admit(const ClientChannel& client, std::uint32_t wanted) {
   std::uint64_t used = 0;
   for (const auto& [id, channel] : channels_) used += channel->ddr_bytes_used();
   const std::uint64_t per_row = client.bytes_per_slot();
-  const std::uint64_t fit = used >= total ? 0 : (total - used) / per_row;
-  if (fit >= wanted) return {wanted, shm::BackpressureReason::kNone};
+  std::uint64_t fit = used >= total ? 0 : (total - used) / per_row;
+  const std::uint64_t share = share_bytes(client);
+  const std::uint64_t held = client.ddr_bytes_used();
+  std::erase_if(waiting_, [&](std::uint32_t id) { return !channels_.contains(id); });
+  const bool others_waiting = std::any_of(waiting_.begin(), waiting_.end(), [&](std::uint32_t id) {
+    return channels_.at(id).get() != &client;
+  });
+  if (others_waiting && held + std::uint64_t{wanted} * per_row > share) {
+    fit = std::min(fit, held >= share ? 0 : (share - held) / per_row);
+  }
+  const std::uint32_t id = client.client_id();
+  if (fit >= wanted) {
+    waiting_.erase(id);
+    return {wanted, shm::BackpressureReason::kNone};
+  }
+  if (held < share) waiting_.insert(id);
   relieve(client, (wanted - fit) * per_row);
   return {static_cast<std::uint32_t>(fit), shm::BackpressureReason::kNodeBudget};
 }

@@ -7,7 +7,10 @@
 // has a weighted share, share = total x weight / (sum of the weights of clients with a pool).
 // Shares only matter under pressure: a client may use free budget beyond its share.
 //
-// admit(client, wanted) grants min(wanted, rows that still fit). When that is fewer than wanted
+// admit(client, wanted) grants min(wanted, rows that still fit); while a client under its share
+// is waiting for rows (it was refused and has not been granted everything since), a client over
+// its share gets nothing beyond its share, so the rows given back reach the one waiting instead
+// of the next over-share asker. When the grant is fewer than wanted
 // (the requesting tokens then stay in T0: backpressure, counted and told to the client), it asks
 // for relief, per pools.pressure:
 //   victims   the clients over their share (other than the requester); if the requester is
@@ -27,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string_view>
 
 #include "kvtier/config/config.hpp"
@@ -73,6 +77,7 @@ class NodeBudget {
   const config::PoolsSection& pools_;
   const Channels& channels_;
   std::function<void(std::uint32_t)> kick_;
+  std::set<std::uint32_t> waiting_;  // clients under their share refused rows, not yet served
 };
 
 }  // namespace kvtier::daemon

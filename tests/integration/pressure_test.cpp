@@ -179,6 +179,10 @@ TEST(Pressure, ThreeWeightedClientsShareTheNodeBudgetLosingNothingOutsidePolicyD
   EXPECT_GT(field(b, "pressure_evictions"), 0) << b;
   EXPECT_EQ(field(b, "pressure_demotions"), 0) << b;
   EXPECT_EQ(field(c, "pressure_demotions") + field(c, "pressure_evictions"), 0) << c;
+  // The weights decide who ends up with the rows: C (weight 2) holds more than either weight-1
+  // client, although it started last and decoded slowest.
+  EXPECT_GT(field(c, "ddr_bytes_used"), field(a, "ddr_bytes_used")) << a << "\n" << c;
+  EXPECT_GT(field(c, "ddr_bytes_used"), field(b, "ddr_bytes_used")) << b << "\n" << c;
 }
 
 TEST(Pressure, UnderTheBackpressureRuleNobodyGivesRowsBackAndTheRestStaysInHbm) {
