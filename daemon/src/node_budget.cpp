@@ -39,9 +39,15 @@ Admission NodeBudget::admit(const ClientChannel& client, std::uint32_t wanted) {
   std::uint64_t fit = used >= total ? 0 : (total - used) / per_row;
   const std::uint64_t share = share_bytes(client);
   const std::uint64_t held = client.ddr_bytes_used();
-  std::erase_if(waiting_, [&](std::uint32_t id) { return !channels_.contains(id); });
-  const bool others_waiting = std::any_of(waiting_.begin(), waiting_.end(), [&](std::uint32_t id) {
-    return channels_.at(id).get() != &client;
+  ++admissions_;
+  const std::uint64_t horizon = 8 * std::uint64_t{channels_.size()};
+  std::erase_if(waiting_, [&](const auto& entry) {
+    auto it = channels_.find(entry.first);
+    return it == channels_.end() || entry.second + horizon < admissions_ ||
+           it->second->ddr_bytes_used() >= share_bytes(*it->second);
+  });
+  const bool others_waiting = std::any_of(waiting_.begin(), waiting_.end(), [&](const auto& entry) {
+    return entry.first != client.client_id();
   });
   if (others_waiting && held + std::uint64_t{wanted} * per_row > share) {
     fit = std::min(fit, held >= share ? 0 : (share - held) / per_row);
@@ -51,7 +57,7 @@ Admission NodeBudget::admit(const ClientChannel& client, std::uint32_t wanted) {
     waiting_.erase(id);
     return {wanted, shm::BackpressureReason::kNone};
   }
-  if (held < share) waiting_.insert(id);
+  if (held < share) waiting_[id] = admissions_;
   relieve(client, (wanted - fit) * per_row);
   return {static_cast<std::uint32_t>(fit), shm::BackpressureReason::kNodeBudget};
 }

@@ -8,9 +8,11 @@
 // Shares only matter under pressure: a client may use free budget beyond its share.
 //
 // admit(client, wanted) grants min(wanted, rows that still fit); while a client under its share
-// is waiting for rows (it was refused and has not been granted everything since), a client over
-// its share gets nothing beyond its share, so the rows given back reach the one waiting instead
-// of the next over-share asker. When the grant is fewer than wanted
+// is waiting for rows (refused recently — within the last 8 admissions per client — and neither
+// fully granted since nor at its share yet), a client over its share gets nothing beyond its
+// share, so the rows given back reach the one waiting instead of the next over-share asker. A
+// waiting client that stops asking stops counting after those admissions. When the grant is
+// fewer than wanted
 // (the requesting tokens then stay in T0: backpressure, counted and told to the client), it asks
 // for relief, per pools.pressure:
 //   victims   the clients over their share (other than the requester); if the requester is
@@ -30,7 +32,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string_view>
 
 #include "kvtier/config/config.hpp"
@@ -77,7 +78,9 @@ class NodeBudget {
   const config::PoolsSection& pools_;
   const Channels& channels_;
   std::function<void(std::uint32_t)> kick_;
-  std::set<std::uint32_t> waiting_;  // clients under their share refused rows, not yet served
+  // Clients under their share refused rows, not yet served: id -> admissions_ when last refused.
+  std::map<std::uint32_t, std::uint64_t> waiting_;
+  std::uint64_t admissions_ = 0;
 };
 
 }  // namespace kvtier::daemon
