@@ -14,12 +14,12 @@ std::uint64_t ClientChannel::ddr_bytes_used() const noexcept {
 bool ClientChannel::relief_pending() const noexcept { return !relief_.empty() || (pending_ && pending_->relief); }
 
 bool ClientChannel::can_demote(const Sequence& sequence) const {
-  return parse_pressure_rule(config_.pools.pressure).demote && int8_allocator_ &&
+  return budget_.rule().demote && int8_allocator_ &&
          int8_allocator_->available_blocks() > 0 && tier::int8_enabled(sequence.tiers.params());
 }
 
 std::uint32_t ClientChannel::eviction_room(const Sequence& sequence) const {
-  return parse_pressure_rule(config_.pools.pressure).evict ? sequence.tiers.eviction_headroom() : 0;
+  return budget_.rule().evict ? sequence.tiers.eviction_headroom() : 0;
 }
 
 void ClientChannel::lowest_t1(std::size_t k, std::vector<ReliefCandidate>& out) const {

@@ -1,19 +1,25 @@
 #include "node_budget.hpp"
 
 #include <algorithm>
+#include <string_view>
 #include <vector>
 
 #include "client_channel.hpp"
 
 namespace kvtier::daemon {
+namespace {
 
+// The config accepts only the four names (demote-evict, demote, evict, backpressure).
 PressureRule parse_pressure_rule(std::string_view name) noexcept {
   return {name == "demote-evict" || name == "demote", name == "demote-evict" || name == "evict"};
 }
 
+}  // namespace
+
+
 NodeBudget::NodeBudget(const config::PoolsSection& pools, const Channels& channels,
                        std::function<void(std::uint32_t)> kick)
-    : pools_(pools), channels_(channels), kick_(std::move(kick)) {}
+    : pools_(pools), rule_(parse_pressure_rule(pools.pressure)), channels_(channels), kick_(std::move(kick)) {}
 
 std::uint64_t NodeBudget::total_weight() const {
   std::uint64_t sum = 0;
@@ -22,8 +28,11 @@ std::uint64_t NodeBudget::total_weight() const {
 }
 
 std::uint64_t NodeBudget::share_bytes(const ClientChannel& client) const {
+  return share_of(client, total_weight());
+}
+
+std::uint64_t NodeBudget::share_of(const ClientChannel& client, std::uint64_t weights) const {
   const std::uint64_t total = pools_.ddr_bytes_total;
-  const std::uint64_t weights = total_weight();
   if (total == 0 || weights == 0 || !client.has_pool()) return 0;
   // total·weight can exceed 64 bits (2^50 · 2^16); split total into quotient and remainder.
   const std::uint64_t w = client.weight();
@@ -37,14 +46,15 @@ Admission NodeBudget::admit(const ClientChannel& client, std::uint32_t wanted) {
   for (const auto& [id, channel] : channels_) used += channel->ddr_bytes_used();
   const std::uint64_t per_row = client.bytes_per_slot();
   std::uint64_t fit = used >= total ? 0 : (total - used) / per_row;
-  const std::uint64_t share = share_bytes(client);
+  const std::uint64_t weights = total_weight();
+  const std::uint64_t share = share_of(client, weights);
   const std::uint64_t held = client.ddr_bytes_used();
   ++admissions_;
   const std::uint64_t horizon = 8 * std::uint64_t{channels_.size()};
   std::erase_if(waiting_, [&](const auto& entry) {
     auto it = channels_.find(entry.first);
     return it == channels_.end() || entry.second + horizon < admissions_ ||
-           it->second->ddr_bytes_used() >= share_bytes(*it->second);
+           it->second->ddr_bytes_used() >= share_of(*it->second, weights);
   });
   const bool others_waiting = std::any_of(waiting_.begin(), waiting_.end(), [&](const auto& entry) {
     return entry.first != client.client_id();
@@ -58,23 +68,22 @@ Admission NodeBudget::admit(const ClientChannel& client, std::uint32_t wanted) {
     return {wanted, shm::BackpressureReason::kNone};
   }
   if (held < share) waiting_[id] = admissions_;
-  relieve(client, (wanted - fit) * per_row);
+  relieve(client, (wanted - fit) * per_row, weights);
   return {static_cast<std::uint32_t>(fit), shm::BackpressureReason::kNodeBudget};
 }
 
-void NodeBudget::relieve(const ClientChannel& requester, std::uint64_t missing_bytes) {
-  const PressureRule rule = parse_pressure_rule(pools_.pressure);
-  if (!rule.demote && !rule.evict) return;
+void NodeBudget::relieve(const ClientChannel& requester, std::uint64_t missing_bytes, std::uint64_t weights) {
+  if (!rule_.demote && !rule_.evict) return;
   // How much each victim may give back: what it holds above its share (all the requester needs
   // when the requester itself is the one over its share).
   std::map<std::uint32_t, std::uint64_t> give;
-  const bool requester_over = requester.ddr_bytes_used() >= share_bytes(requester);
+  const bool requester_over = requester.ddr_bytes_used() >= share_of(requester, weights);
   for (const auto& [id, channel] : channels_) {
     if (!channel->has_pool() || channel->relief_pending()) continue;
     const bool is_requester = channel.get() == &requester;
     if (requester_over != is_requester) continue;
     const std::uint64_t used = channel->ddr_bytes_used();
-    const std::uint64_t share = share_bytes(*channel);
+    const std::uint64_t share = share_of(*channel, weights);
     const std::uint64_t excess = is_requester ? missing_bytes : (used > share ? used - share : 0);
     if (excess >= channel->bytes_per_slot()) give[id] = excess;
   }

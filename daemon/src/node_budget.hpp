@@ -32,7 +32,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <string_view>
 
 #include "kvtier/config/config.hpp"
 #include "kvtier/shm/records.hpp"
@@ -50,12 +49,11 @@ struct ReliefCandidate {
   std::uint32_t position = 0;
 };
 
-// What pools.pressure allows a victim to do (the config accepts only its four names).
+// What pools.pressure allows a victim to do.
 struct PressureRule {
   bool demote = false;  // T1 -> T2, in sequences that use T2
   bool evict = false;   // T1 -> T3, within each sequence's eviction headroom
 };
-PressureRule parse_pressure_rule(std::string_view name) noexcept;
 
 struct Admission {
   std::uint32_t rows = 0;  // new T1 rows the client may take now
@@ -70,12 +68,17 @@ class NodeBudget {
   Admission admit(const ClientChannel& client, std::uint32_t wanted);
   // The client's weighted share of the node budget in bytes; 0 when there is no node budget.
   std::uint64_t share_bytes(const ClientChannel& client) const;
+  // pools.pressure, parsed once.
+  const PressureRule& rule() const noexcept { return rule_; }
 
  private:
-  void relieve(const ClientChannel& requester, std::uint64_t missing_bytes);
+  // `weights`: total_weight(), computed once per admission.
+  void relieve(const ClientChannel& requester, std::uint64_t missing_bytes, std::uint64_t weights);
   std::uint64_t total_weight() const;
+  std::uint64_t share_of(const ClientChannel& client, std::uint64_t weights) const;
 
   const config::PoolsSection& pools_;
+  PressureRule rule_;
   const Channels& channels_;
   std::function<void(std::uint32_t)> kick_;
   // Clients under their share refused rows, not yet served: id -> admissions_ when last refused.
