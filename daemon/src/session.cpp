@@ -216,16 +216,14 @@ Status Session::on_open(wire::OpenSequence::Reader request) {
   auto params = tier_params_from_wire(request.getTiering(), server_.config().tiering,
                                       (std::uint64_t{client_id_} << 32) | id);
   if (!params) return tl::unexpected(params.error());
-  if (params->int8_ratio > 0.0 || params->int8_tokens != 0) {
-    if (request.getTiering().getUseDefaults()) {
-      // The node default asks for T2; a client without an int8 pool simply has none.
-      if (int8_slots_ == 0) params->int8_ratio = 0.0;
-    } else if (int8_slots_ == 0) {
+  if (int8_slots_ == 0 && tier::int8_enabled(*params)) {
+    if (!request.getTiering().getUseDefaults()) {
       return make_error(Errc::kBadState, "sequence asks for the int8 tier (int8Ratio " +
                                              std::to_string(params->int8_ratio) + ", int8Tokens " +
                                              std::to_string(params->int8_tokens) +
                                              ") but the client registered no int8 pool (int8PoolTokens 0)");
     }
+    params->int8_ratio = 0.0;  // the node default asks for T2; a client without an int8 pool has none
   }
   const std::uint32_t digest_dim = request.getTiering().getKeyDigestDim();
   if (digest_dim > protocol::kMaxKeyDigestDim) {
