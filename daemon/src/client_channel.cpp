@@ -15,11 +15,12 @@ constexpr std::size_t kScoreBatch = 64;
 ClientChannel::ClientChannel(asio::io_context& io, std::uint32_t client_id, shm::Segment control,
                              const shm::ControlLayout& layout, shm::UniqueFd doorbell,
                              const config::DaemonConfig& config, NodeBudget& budget, spdlog::logger& log,
-                             FailFn on_fail)
+                             FailFn on_fail, HandoffFn on_handoff)
     : client_id_(client_id),
       config_(config),
       log_(log),
       on_fail_(std::move(on_fail)),
+      on_handoff_(std::move(on_handoff)),
       control_(std::move(control)),
       rings_(shm::daemon_rings(control_, layout)),
       doorbell_(io, doorbell.release()),
@@ -53,34 +54,48 @@ void ClientChannel::open_sequence(std::uint32_t sequence_id, std::uint32_t promp
   // Parameters were validated by the session; max_tokens bounds what scores may address.
   auto tiers = tier::SequenceTiers::create(prompt_length, params, config_.limits.max_tokens_per_sequence);
   if (!tiers) return fail(tiers.error());
-  sequences_.emplace(sequence_id, Sequence{std::move(*tiers), {}, {}, std::nullopt, digest_dim});
+  sequences_.emplace(sequence_id, Sequence{std::move(*tiers), {}, {}, std::nullopt, digest_dim, HandoffState::kNone, {}});
 }
 
 void ClientChannel::close_sequence(std::uint32_t sequence_id) {
   service();  // records pushed before the close still count
+  if (lent_.erase(sequence_id) != 0) return;  // handed off (the Server refuses a close while lent)
+  if (dropped_.erase(sequence_id) != 0) return;  // its hand-off failed: nothing left here
   auto it = sequences_.find(sequence_id);
   if (it == sequences_.end()) return;
+  if (it->second.handoff == HandoffState::kReceiving) {
+    // Closed before the hand-off resolved: it failed; the exporter gets its sequence back.
+    std::optional<HandoffOrigin> origin;
+    if (pending_ && pending_->sequence == sequence_id) origin = pending_->handoff;
+    for (const Incoming& in : incoming_) {
+      if (in.sequence == sequence_id) origin = in.origin;
+    }
+    if (pending_ && pending_->sequence == sequence_id) pending_.reset();
+    if (origin) resolve_handoff(sequence_id, *origin, false);
+    service();
+    return;
+  }
   if (pending_ && pending_->sequence == sequence_id) {
     // The client closed the sequence: it reads none of these rows any more.
-    if (auto ok = pending_->transaction.rollback(); !ok) return fail(ok.error());
+    if (auto ok = pending_->transaction->rollback(); !ok) return fail(ok.error());
     pending_.reset();
   }
-  release_slots(it->second);
+  release_slots(it->second.slots, it->second.t2_slots);
   sequences_.erase(it);
   std::erase(owed_, sequence_id);
   service();  // another sequence may have been waiting for the outstanding plan
 }
 
-void ClientChannel::release_slots(Sequence& sequence) {
-  for (std::uint32_t position = 0; position < sequence.slots.size(); ++position) {
-    const std::uint32_t slot = sequence.slots.slot_of(position);
+void ClientChannel::release_slots(const tier::SlotMap& t1, const tier::SlotMap& t2) {
+  for (std::uint32_t position = 0; position < t1.size(); ++position) {
+    const std::uint32_t slot = t1.slot_of(position);
     if (slot == tier::kNoSlot) continue;
     if (auto ok = allocator_->release(slot); !ok) {  // a daemon bug: the slot map and allocator disagree
       log_.error("event=slot_release_failed client_id={} slot={} {}", client_id_, slot, to_string(ok.error()));
     }
   }
-  for (std::uint32_t position = 0; position < sequence.t2_slots.size(); ++position) {
-    const std::uint32_t slot = sequence.t2_slots.slot_of(position);
+  for (std::uint32_t position = 0; position < t2.size(); ++position) {
+    const std::uint32_t slot = t2.slot_of(position);
     if (slot == tier::kNoSlot) continue;
     if (auto ok = int8_allocator_->release(slot); !ok) {
       log_.error("event=int8_slot_release_failed client_id={} slot={} {}", client_id_, slot, to_string(ok.error()));
@@ -113,10 +128,18 @@ ClientSnapshot ClientChannel::snapshot() const {
   out.pressure_evictions = pressure_evictions_;
   out.int8_trimmed = int8_trimmed_;
   out.last_backpressure = static_cast<std::uint32_t>(last_backpressure_);
+  for (const auto& [id, lent] : lent_) {
+    SequenceSnapshot s;  // its tokens are the adopter's now
+    s.sequence_id = id;
+    s.prompt_length = lent.prompt_length;
+    s.handoff = lent.state;
+    out.sequences.push_back(s);
+  }
   for (const auto& [id, seq] : sequences_) {
     const tier::SequenceTiers& t = seq.tiers;
     SequenceSnapshot s;
     s.sequence_id = id;
+    s.handoff = seq.handoff;
     s.prompt_length = t.prompt_length();
     s.tokens = t.length() - t.count(tier::Tier::kT3);
     s.tokens_t0 = t.count(tier::Tier::kT0);
@@ -174,6 +197,13 @@ Status ClientChannel::drain_scores() {
 
 Status ClientChannel::ingest(const shm::ScoreRecord& record) {
   auto it = sequences_.find(record.sequence);
+  // Frozen for export, or a failed adoption the client has not closed yet: records are ignored.
+  const bool exported = it != sequences_.end() ? it->second.handoff == HandoffState::kExported
+                                               : lent_.contains(record.sequence) || dropped_.contains(record.sequence);
+  if (exported) {
+    ++scores_ignored_;  // pushed before the client exported it, or by mistake: it is frozen
+    return {};
+  }
   if (it == sequences_.end()) {
     return make_error(Errc::kNotFound, "score record for unknown sequence " + std::to_string(record.sequence));
   }
@@ -204,7 +234,8 @@ Status ClientChannel::end_step(std::uint32_t sequence_id, Sequence& sequence, st
   }
   sequence.last_step = step;
   sequence.tiers.end_step();
-  if (!sequence.tiers.due()) return {};
+  // A received sequence is decided once its hand-off plan resolves (resolve_handoff).
+  if (!sequence.tiers.due() || sequence.handoff == HandoffState::kReceiving) return {};
   if (pending_) {
     if (std::find(owed_.begin(), owed_.end(), sequence_id) == owed_.end()) owed_.push_back(sequence_id);
     return {};
@@ -267,11 +298,20 @@ Result<bool> ClientChannel::send_pending(std::uint32_t sequence_id, Sequence& se
   moves_sent_ += transaction->planned().size();
   log_.debug("event=plan client_id={} sequence={} epoch={} moves={} step={} relief={}", client_id_, sequence_id, epoch,
              transaction->planned().size(), sequence.tiers.step(), relief);
-  pending_.emplace(PendingPlan{epoch, sequence_id, std::move(*transaction), relief});
+  pending_.emplace(PendingPlan{epoch, sequence_id, std::move(*transaction), relief, std::nullopt});
   return true;
 }
 
 bool ClientChannel::publish(std::uint64_t epoch, std::uint32_t sequence_id, std::span<const tier::PlannedMove> moves) {
+  publish_scratch_.clear();
+  for (const tier::PlannedMove& m : moves) {
+    publish_scratch_.push_back(shm::PlanMove{m.position, static_cast<std::uint8_t>(m.from),
+                                             static_cast<std::uint8_t>(m.to), 0, m.source_slot, m.destination_slot});
+  }
+  return publish(epoch, sequence_id, publish_scratch_);
+}
+
+bool ClientChannel::publish(std::uint64_t epoch, std::uint32_t sequence_id, std::span<const shm::PlanMove> moves) {
   const std::size_t records = (moves.size() + shm::kMovesPerRecord - 1) / shm::kMovesPerRecord;
   if (rings_.plans.free_slots() < records) return false;
   shm::PlanRecord record{};
@@ -279,11 +319,7 @@ bool ClientChannel::publish(std::uint64_t epoch, std::uint32_t sequence_id, std:
   record.sequence = sequence_id;
   for (std::size_t first = 0; first < moves.size(); first += shm::kMovesPerRecord) {
     const std::size_t n = std::min<std::size_t>(shm::kMovesPerRecord, moves.size() - first);
-    for (std::size_t i = 0; i < n; ++i) {
-      const tier::PlannedMove& m = moves[first + i];
-      record.moves[i] = shm::PlanMove{m.position, static_cast<std::uint8_t>(m.from), static_cast<std::uint8_t>(m.to), 0,
-                                      m.source_slot, m.destination_slot};
-    }
+    std::copy_n(moves.begin() + static_cast<std::ptrdiff_t>(first), n, record.moves);
     record.move_count = static_cast<std::uint16_t>(n);
     record.flags = first + n == moves.size() ? shm::kPlanLast : 0;
     [[maybe_unused]] const bool pushed = rings_.plans.push(record);  // room was checked above
@@ -306,18 +342,26 @@ Status ClientChannel::resolve_acks() {
 Status ClientChannel::resolve(bool applied) {
   PendingPlan plan = std::move(*pending_);
   pending_.reset();
-  Sequence& sequence = sequences_.at(plan.sequence);  // a close resolves its own plan first
-  if (applied) {
-    count_committed(plan.transaction, plan.relief);
-    if (auto ok = plan.transaction.commit(sequence.slots, &sequence.t2_slots); !ok) return ok;
-    sequence.tiers.commit(plan.transaction.accepted());
-    ++plans_acked_;
+  if (applied) ++plans_acked_;
+  if (!applied) {
+    log_.warn("event=plan_failed client_id={} sequence={} epoch={} rolled_back=1 handoff={}", client_id_,
+              plan.sequence, plan.epoch, plan.handoff.has_value());
+    ++plans_failed_;
+  }
+  if (plan.handoff) {
+    resolve_handoff(plan.sequence, *plan.handoff, applied);
     return {};
   }
-  log_.warn("event=plan_failed client_id={} sequence={} epoch={} rolled_back=1", client_id_, plan.sequence, plan.epoch);
-  ++plans_failed_;
+  Sequence& sequence = sequences_.at(plan.sequence);  // a close resolves its own plan first
+  tier::PlanTransaction& transaction = *plan.transaction;
+  if (applied) {
+    count_committed(transaction, plan.relief);
+    if (auto ok = transaction.commit(sequence.slots, &sequence.t2_slots); !ok) return ok;
+    sequence.tiers.commit(transaction.accepted());
+    return {};
+  }
   sequence.tiers.rollback();
-  return plan.transaction.rollback();
+  return transaction.rollback();
 }
 
 void ClientChannel::count_committed(const tier::PlanTransaction& transaction, bool relief) {
@@ -328,6 +372,8 @@ void ClientChannel::count_committed(const tier::PlanTransaction& transaction, bo
 }
 
 Status ClientChannel::decide_owed() {
+  // A hand-off first: the adopter is waiting for it, and the exporter's rows are held until then.
+  if (!pending_ && !incoming_.empty() && !send_handoff()) return {};  // ring full: wait for the client
   if (!pending_ && !relief_.empty()) {
     // Relief first: another tenant is waiting for these rows.
     if (auto sent = send_relief(); !sent) return tl::unexpected(sent.error());

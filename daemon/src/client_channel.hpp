@@ -15,6 +15,11 @@
 // tokens become a plan of their own (T1 -> T2 or T1 -> T3 per pools.pressure), sent on the
 // client's next free turn, before any owed decision.
 //
+// Hand-off (handoff.hpp): an exported sequence is frozen (its scores are ignored, no decisions);
+// once lent, its tier state lives in the adopter's channel until the hand-off plan resolves. The
+// adopter's hand-off plan takes the client's next free turn, before relief and decisions, and a
+// receiving sequence is not decided until it resolves.
+//
 // Everything read from the rings is copied out and validated before use; a violation returns
 // an error and the DataPlane ends the session. Thread-safety: data-plane thread only.
 #pragma once
@@ -23,6 +28,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -31,6 +37,7 @@
 #include <spdlog/logger.h>
 
 #include "data_plane.hpp"
+#include "handoff.hpp"
 #include "kvtier/config/config.hpp"
 #include "kvtier/kernels/quantize.hpp"
 #include "kvtier/shm/int8_pool_segment.hpp"
@@ -49,10 +56,12 @@ namespace kvtier::daemon {
 class ClientChannel {
  public:
   using FailFn = std::function<void(const Error&)>;
+  // A hand-off this channel received resolved; on failure the tier state goes back (`returned`).
+  using HandoffFn = std::function<void(const HandoffOrigin&, std::optional<tier::SequenceTiers> returned)>;
 
   ClientChannel(asio::io_context& io, std::uint32_t client_id, shm::Segment control, const shm::ControlLayout& layout,
                 shm::UniqueFd doorbell, const config::DaemonConfig& config, NodeBudget& budget, spdlog::logger& log,
-                FailFn on_fail);
+                FailFn on_fail, HandoffFn on_handoff);
   ~ClientChannel();
 
   void set_pool(PoolSetup pools);
@@ -64,6 +73,26 @@ class ClientChannel {
   // Drains what the client published (scores, acks) and publishes due plans. Called on a
   // doorbell and before a close.
   void service();
+
+  // --- hand-off (client_channel_handoff.cpp) ---
+  // Freezes an open sequence for export; `t0` lists (position, cache slot) ascending and must be
+  // exactly the sequence's T0 tokens. kBadState while one of its plans is in flight.
+  Status freeze(std::uint32_t sequence_id, std::span<const std::pair<std::uint32_t, std::uint32_t>> t0);
+  // What adopting the exported sequence takes; kNotFound when it is not (or no longer) exported.
+  Result<HandoffNeeds> needs(std::uint32_t sequence_id) const;
+  // kLimitExceeded / kBadState naming what is missing when this client cannot take it.
+  Status can_adopt(const HandoffNeeds& needs) const;
+  // Lends the exported sequence (precondition: needs() succeeded). Its host rows stay allocated
+  // and readable through the loan until finish_loan.
+  HandoffLoan lend(std::uint32_t sequence_id, const HandoffOrigin& origin);
+  // Copies the loan's host rows into this client's pools and queues the hand-off plan for
+  // `sequence_id` (precondition: can_adopt succeeded). Returns what the adopter is told.
+  AdoptedSequence adopt(std::uint32_t sequence_id, HandoffLoan loan);
+  // The adopter resolved a loan of `sequence_id`: applied, its rows are freed; otherwise the
+  // tier state comes back and the sequence is exported again.
+  void finish_loan(std::uint32_t sequence_id, std::optional<tier::SequenceTiers> returned);
+  // Before the channel goes away: every hand-off it received and did not resolve fails.
+  void abandon_handoffs();
 
   // --- for the NodeBudget ---
   std::uint32_t client_id() const noexcept { return client_id_; }
@@ -88,12 +117,30 @@ class ClientChannel {
     tier::SlotMap t2_slots;  // T2
     std::optional<std::uint32_t> last_step;
     std::uint32_t digest_dim = 0;  // key digest width (r_kv), fixed at open
+    HandoffState handoff = HandoffState::kNone;
+    tier::SlotMap cache_slots;  // exported: each T0 token's slot in the exporter's cache
+  };
+  // An exported sequence whose tier state is lent out (kLent) or gone for good (kHandedOff):
+  // the host rows it held until the adopter acknowledged, and what it needs back on failure.
+  struct Lent {
+    HandoffState state = HandoffState::kLent;
+    tier::SlotMap slots, t2_slots, cache_slots;
+    std::optional<std::uint32_t> last_step;
+    std::uint32_t digest_dim = 0;
+    std::uint32_t prompt_length = 0;
+  };
+  // A hand-off plan waiting for the client's next free turn.
+  struct Incoming {
+    std::uint32_t sequence = 0;
+    HandoffOrigin origin;
+    std::vector<shm::PlanMove> moves;
   };
   struct PendingPlan {
     std::uint64_t epoch = 0;
     std::uint32_t sequence = 0;
-    tier::PlanTransaction transaction;
+    std::optional<tier::PlanTransaction> transaction;  // none for a hand-off plan
     bool relief = false;  // built from request_relief, not from a decision
+    std::optional<HandoffOrigin> handoff;
   };
 
   void arm_doorbell();
@@ -117,13 +164,19 @@ class ClientChannel {
   bool can_demote(const Sequence& sequence) const;
   std::uint32_t eviction_room(const Sequence& sequence) const;
   bool publish(std::uint64_t epoch, std::uint32_t sequence_id, std::span<const tier::PlannedMove> moves);
-  void release_slots(Sequence& sequence);
+  bool publish(std::uint64_t epoch, std::uint32_t sequence_id, std::span<const shm::PlanMove> moves);
+  // Publishes the oldest queued hand-off plan; false when the ring had no room.
+  bool send_handoff();
+  // Resolves the outstanding hand-off plan (applied or not) or one queued behind it.
+  void resolve_handoff(std::uint32_t sequence_id, const HandoffOrigin& origin, bool applied);
+  void release_slots(const tier::SlotMap& t1, const tier::SlotMap& t2);
   void fail(const Error& error);
 
   std::uint32_t client_id_;
   const config::DaemonConfig& config_;
   spdlog::logger& log_;
   FailFn on_fail_;
+  HandoffFn on_handoff_;
   shm::Segment control_;
   shm::DaemonRings rings_;
   asio::posix::stream_descriptor doorbell_;
@@ -139,11 +192,15 @@ class ClientChannel {
   std::uint64_t bytes_per_slot_ = 0;
   std::vector<ReliefCandidate> relief_;  // queued by the NodeBudget
   std::map<std::uint32_t, Sequence> sequences_;
+  std::map<std::uint32_t, Lent> lent_;  // exported sequences whose tier state is elsewhere
+  std::deque<Incoming> incoming_;
+  std::set<std::uint32_t> dropped_;  // adopted sequences whose hand-off failed, until closed
+  std::vector<shm::PlanMove> publish_scratch_;
   std::optional<PendingPlan> pending_;
   std::deque<std::uint32_t> owed_;  // sequences due while a plan was outstanding
   std::uint64_t next_epoch_ = 1;
   std::uint64_t score_records_ = 0, plans_sent_ = 0, plans_acked_ = 0, plans_failed_ = 0;
-  std::uint64_t moves_sent_ = 0, trimmed_ = 0, errors_ = 0;
+  std::uint64_t moves_sent_ = 0, trimmed_ = 0, errors_ = 0, scores_ignored_ = 0;
   std::uint64_t t2_demotions_ = 0, pressure_demotions_ = 0, pressure_evictions_ = 0, int8_trimmed_ = 0;
   shm::BackpressureReason last_backpressure_ = shm::BackpressureReason::kNone;
   bool failed_ = false;

@@ -27,7 +27,9 @@ void ClientChannel::lowest_t1(std::size_t k, std::vector<ReliefCandidate>& out) 
   for (const auto& [id, sequence] : sequences_) {
     // A sequence whose decision is in flight is left alone: its placement is about to change.
     // One that can neither demote nor evict has nothing to give.
-    if (sequence.tiers.has_pending() || (!can_demote(sequence) && eviction_room(sequence) == 0)) continue;
+    // Nor is one frozen for export or still arriving from another client.
+    const bool frozen = sequence.handoff == HandoffState::kExported || sequence.handoff == HandoffState::kReceiving;
+    if (frozen || sequence.tiers.has_pending() || (!can_demote(sequence) && eviction_room(sequence) == 0)) continue;
     lowest.clear();
     sequence.tiers.lowest_in_tier(tier::Tier::kT1, k, lowest);
     for (const tier::ScoredPosition& p : lowest) out.push_back(ReliefCandidate{p.score, client_id_, id, p.position});
@@ -49,7 +51,10 @@ Result<bool> ClientChannel::send_relief() {
       return true;
     });
     auto it = sequences_.find(sequence_id);
-    if (it == sequences_.end()) continue;
+    if (it == sequences_.end() || it->second.handoff == HandoffState::kExported ||
+        it->second.handoff == HandoffState::kReceiving) {
+      continue;
+    }
     Sequence& sequence = it->second;
     if (can_demote(sequence)) {
       // Int8 blocks are written once and never refilled, so a relief of k tokens demotes whole

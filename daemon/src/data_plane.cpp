@@ -49,7 +49,10 @@ void DataPlane::attach(std::uint32_t client_id, shm::Segment control, const shm:
   post([this, client_id, state, layout] {
     channels_[client_id] = std::make_unique<ClientChannel>(
         io_, client_id, std::move(state->first), layout, std::move(state->second), config_, budget_, log_,
-        [this, client_id](const Error& error) { report_failure(client_id, error); });
+        [this, client_id](const Error& error) { report_failure(client_id, error); },
+        [this](const HandoffOrigin& origin, std::optional<tier::SequenceTiers> returned) {
+          handoff_resolved(origin, std::move(returned));
+        });
   });
 }
 
@@ -79,8 +82,51 @@ void DataPlane::close_sequence(std::uint32_t client_id, std::uint32_t sequence_i
 
 void DataPlane::detach(std::uint32_t client_id, std::function<void()> done) {
   post([this, client_id, done = std::move(done)] {
+    if (auto it = channels_.find(client_id); it != channels_.end()) it->second->abandon_handoffs();
     channels_.erase(client_id);
     asio::post(control_io_, done);
+  });
+}
+
+void DataPlane::export_sequence(std::uint32_t client_id, std::uint32_t sequence_id,
+                                std::vector<std::pair<std::uint32_t, std::uint32_t>> t0, std::function<void(Status)> done) {
+  post([this, client_id, sequence_id, t0 = std::move(t0), done = std::move(done)] {
+    auto it = channels_.find(client_id);
+    Status frozen = it == channels_.end() ? make_error(Errc::kNotFound, "client gone")
+                                          : it->second->freeze(sequence_id, t0);
+    asio::post(control_io_, [done, frozen] { done(frozen); });
+  });
+}
+
+void DataPlane::adopt(HandoffOrigin origin, std::uint32_t adopter, std::uint32_t sequence_id,
+                      std::function<void(Result<AdoptedSequence>)> done) {
+  post([this, origin, adopter, sequence_id, done = std::move(done)] {
+    const auto reply = [this, &done](Result<AdoptedSequence> result) {
+      asio::post(control_io_, [done, result] { done(result); });
+    };
+    auto from = channels_.find(origin.exporter);
+    auto to = channels_.find(adopter);
+    if (from == channels_.end() || to == channels_.end()) {
+      return reply(make_error(Errc::kNotFound, "the exporting client is gone"));
+    }
+    auto needs = from->second->needs(origin.sequence);
+    if (!needs) return reply(tl::unexpected(needs.error()));
+    if (auto ok = to->second->can_adopt(*needs); !ok) return reply(tl::unexpected(ok.error()));
+    reply(to->second->adopt(sequence_id, from->second->lend(origin.sequence, origin)));
+  });
+}
+
+void DataPlane::on_handoff_resolved(std::function<void(const HandoffOrigin&, bool)> handler) {
+  on_handoff_resolved_ = std::move(handler);
+}
+
+void DataPlane::handoff_resolved(const HandoffOrigin& origin, std::optional<tier::SequenceTiers> returned) {
+  const bool applied = !returned.has_value();
+  if (auto it = channels_.find(origin.exporter); it != channels_.end()) {
+    it->second->finish_loan(origin.sequence, std::move(returned));
+  }
+  asio::post(control_io_, [this, origin, applied] {
+    if (on_handoff_resolved_) on_handoff_resolved_(origin, applied);
   });
 }
 

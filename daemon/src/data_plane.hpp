@@ -30,6 +30,7 @@
 #include "kvtier/shm/segment.hpp"
 #include "kvtier/shm/unique_fd.hpp"
 #include "kvtier/tier/tier_params.hpp"
+#include "handoff.hpp"
 #include "node_budget.hpp"
 
 namespace kvtier::daemon {
@@ -43,6 +44,7 @@ struct SequenceSnapshot {
   std::uint32_t tokens_t0 = 0, tokens_t1 = 0, tokens_t2 = 0, tokens_t3 = 0;
   double destroyed_fraction = 0;
   tier::TierParams params;
+  HandoffState handoff = HandoffState::kNone;
 };
 
 struct ClientSnapshot {
@@ -95,10 +97,23 @@ class DataPlane {
   void detach(std::uint32_t client_id, std::function<void()> done);
   void snapshot(std::function<void(std::vector<ClientSnapshot>)> done);
 
+  // Hand-off (handoff.hpp); `done` runs on the control thread. export_sequence freezes the
+  // sequence for export (t0: ascending (position, cache slot) pairs).
+  void export_sequence(std::uint32_t client_id, std::uint32_t sequence_id,
+                       std::vector<std::pair<std::uint32_t, std::uint32_t>> t0, std::function<void(Status)> done);
+  // Lends the exported sequence `origin` names to `adopter` as `sequence_id` and queues its
+  // hand-off plan; fails, changing nothing, when the adopter lacks room.
+  void adopt(HandoffOrigin origin, std::uint32_t adopter, std::uint32_t sequence_id,
+             std::function<void(Result<AdoptedSequence>)> done);
+  // Runs on the control thread whenever a hand-off plan resolved (applied or not).
+  void on_handoff_resolved(std::function<void(const HandoffOrigin&, bool applied)> handler);
+
  private:
   template <class Fn>
   void post(Fn&& fn);
   void report_failure(std::uint32_t client_id, const Error& error);
+  // A channel resolved a hand-off it received: tell the exporter's channel and the control plane.
+  void handoff_resolved(const HandoffOrigin& origin, std::optional<tier::SequenceTiers> returned);
 
   asio::io_context& control_io_;
   const config::DaemonConfig& config_;
@@ -106,6 +121,7 @@ class DataPlane {
   asio::io_context io_;  // data-plane thread's context
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   FailHandler on_fail_;
+  std::function<void(const HandoffOrigin&, bool)> on_handoff_resolved_;
   std::map<std::uint32_t, std::unique_ptr<ClientChannel>> channels_;
   NodeBudget budget_;  // node-wide DDR accounting over channels_
   std::jthread thread_;

@@ -23,6 +23,18 @@
 namespace kvtier::daemon {
 namespace {
 
+wire::Handoff to_wire(HandoffState state) {
+  switch (state) {
+    case HandoffState::kNone: return wire::Handoff::NONE;
+    case HandoffState::kExported: return wire::Handoff::EXPORTED;
+    case HandoffState::kLent:
+    case HandoffState::kReceiving: return wire::Handoff::ADOPTING;
+    case HandoffState::kHandedOff: return wire::Handoff::HANDED_OFF;
+    case HandoffState::kAdopted: return wire::Handoff::ADOPTED;
+  }
+  return wire::Handoff::NONE;
+}
+
 shm::UniqueFd pidfd_open(pid_t pid) {
   return shm::UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
 }
@@ -37,7 +49,18 @@ Server::Server(asio::io_context& io, const config::DaemonConfig& config, DataPla
       supervisor_(supervisor),
       log_(log),
       epoch_(epoch),
-      started_(std::chrono::steady_clock::now()) {}
+      started_(std::chrono::steady_clock::now()) {
+  data_plane_.on_handoff_resolved([this](const HandoffOrigin& origin, bool applied) {
+    ExportRegistry::Entry* entry = exports_.find(origin.token);
+    if (entry == nullptr) return;
+    auto exporter = clients_.find(origin.exporter);
+    if (applied || exporter == clients_.end() || exporter->second.closed) {
+      exports_.erase(origin.token);  // done, or nobody left to adopt it from
+      return;
+    }
+    entry->state = ExportRegistry::State::kWaiting;  // the token may be used again
+  });
+}
 
 Server::~Server() = default;
 
@@ -180,6 +203,7 @@ void Server::on_session_closed(std::uint32_t client_id) {
   if (it == clients_.end() || it->second.closed) return;
   ClientRecord& record = it->second;
   record.closed = true;
+  exports_.drop_waiting(client_id);
   // The Session object stays alive while its handlers run; drop our reference after them.
   asio::post(io_, [this, client_id] {
     if (auto found = clients_.find(client_id); found != clients_.end()) found->second.session.reset();
@@ -316,6 +340,7 @@ void Server::build_status(std::function<void(capnp::MallocMessageBuilder&)> repl
         o.setMode(to_wire(seq.params.mode));
         o.setPolicy(to_wire(seq.params.policy));
         o.setInt8Ratio(seq.params.int8_ratio);
+        o.setHandoff(to_wire(seq.handoff));
       }
     }
     reply(message);

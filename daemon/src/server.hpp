@@ -22,6 +22,7 @@
 #include <spdlog/logger.h>
 
 #include "data_plane.hpp"
+#include "export_registry.hpp"
 #include "kvtier/config/config.hpp"
 #include "kvtier/kernels/kv_layout.hpp"
 #include "kvtier/shm/int8_pool_geometry.hpp"
@@ -84,6 +85,7 @@ class Server {
   void fail_client(std::uint32_t client_id, const Error& error);
 
   std::size_t client_count() const { return clients_.size(); }
+  ExportRegistry& exports() { return exports_; }
 
  private:
   struct ClientRecord {
@@ -118,6 +120,7 @@ class Server {
   std::uint32_t next_client_id_ = 1;
   std::uint64_t pool_bytes_used_ = 0;  // segment bytes, DDR and int8
   std::uint64_t int8_bytes_used_ = 0;  // int8 segment bytes (pools.int8_bytes_total)
+  ExportRegistry exports_;
   bool stopping_ = false;
 };
 

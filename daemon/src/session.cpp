@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include <asio/write.hpp>
@@ -25,6 +26,7 @@ bool is_request_error(Errc code) {
 }
 
 constexpr std::size_t kReadChunk = 16 * 1024;
+constexpr std::size_t kNothingYet = ~std::size_t{0};  // receive(): woken, but no data after all
 
 }  // namespace
 
@@ -40,13 +42,20 @@ Session::Session(Server& server, asio::local::stream_protocol::socket socket, Pe
 void Session::start() { read_some(); }
 
 void Session::read_some() {
-  socket_.async_read_some(asio::buffer(read_buffer_), [self = shared_from_this()](std::error_code ec, std::size_t n) {
+  // recvmsg rather than read: an ExportSequence frame carries its buffer's fd (SCM_RIGHTS).
+  socket_.async_wait(asio::socket_base::wait_read, [self = shared_from_this()](std::error_code ec) {
     if (self->state_ == State::kClosed) return;
-    if (ec) {  // EOF or reset: the client is gone or going
+    auto n = ec ? Result<std::size_t>(0) : self->receive();
+    if (!n) {
+      self->fail(n.error());
+      return;
+    }
+    if (*n == kNothingYet) return self->read_some();
+    if (*n == 0) {  // EOF or reset: the client is gone or going
       self->close();
       return;
     }
-    if (auto fed = self->decoder_.feed(std::span(self->read_buffer_.data(), n)); !fed) {
+    if (auto fed = self->decoder_.feed(std::span(self->read_buffer_.data(), *n)); !fed) {
       self->fail(fed.error());
       return;
     }
@@ -57,6 +66,37 @@ void Session::read_some() {
     }
     if (self->state_ != State::kClosed && !self->close_after_writes_) self->read_some();
   });
+}
+
+Result<std::size_t> Session::receive() {
+  constexpr std::size_t kMaxFds = 2, kMaxHeld = 4;
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * kMaxFds)> control{};
+  iovec iov{read_buffer_.data(), read_buffer_.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  ssize_t n = 0;
+  do {
+    n = ::recvmsg(socket_.native_handle(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return kNothingYet;
+  if (n <= 0) return 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      received_fds_.emplace_back(fd);
+    }
+  }
+  if ((msg.msg_flags & MSG_CTRUNC) != 0 || received_fds_.size() > kMaxHeld) {
+    return make_error(Errc::kProtocol, "too many file descriptors: a client sends one with each ExportSequence of "
+                                       "an fd buffer, and nothing else");
+  }
+  return static_cast<std::size_t>(n);
 }
 
 void Session::on_frame(protocol::FrameWords frame) {
@@ -88,6 +128,8 @@ Status Session::dispatch(wire::ClientMessage::Reader message) {
     case wire::ClientMessage::OPEN_SEQUENCE: return on_open(message.getOpenSequence());
     case wire::ClientMessage::CLOSE_SEQUENCE: return on_close(message.getCloseSequence());
     case wire::ClientMessage::STATUS_REQUEST: return on_status();
+    case wire::ClientMessage::EXPORT_SEQUENCE: return on_export(message.getExportSequence());
+    case wire::ClientMessage::ADOPT_SEQUENCE: return on_adopt(message.getAdoptSequence());
   }
   return make_error(Errc::kInvalidArgument, "unknown request (message type " +
                                                 std::to_string(static_cast<int>(which)) + ")");
@@ -244,7 +286,9 @@ Status Session::on_open(wire::OpenSequence::Reader request) {
 
 Status Session::on_close(wire::CloseSequence::Reader request) {
   const std::uint32_t id = request.getSequenceId();
-  if (sequences_.erase(id) == 0) return make_error(Errc::kNotFound, "no open sequence " + std::to_string(id));
+  if (!sequences_.contains(id)) return make_error(Errc::kNotFound, "no open sequence " + std::to_string(id));
+  if (auto ok = cancel_export(id); !ok) return ok;
+  sequences_.erase(id);
   server_.data_plane().close_sequence(client_id_, id, [self = shared_from_this(), id] {
     if (self->state_ == State::kClosed) return;
     capnp::MallocMessageBuilder reply;

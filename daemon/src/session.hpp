@@ -58,6 +58,14 @@ class Session : public std::enable_shared_from_this<Session> {
   Status on_open(wire::OpenSequence::Reader request);
   Status on_close(wire::CloseSequence::Reader request);
   Status on_status();
+  // Sequence hand-off (session_handoff.cpp).
+  Status on_export(wire::ExportSequence::Reader request);
+  Status on_adopt(wire::AdoptSequence::Reader request);
+  // An export of `id` nobody is adopting is cancelled; kBadState while an adoption is in flight.
+  Status cancel_export(std::uint32_t id);
+  // recvmsg into read_buffer_, keeping the fds that came along; 0 bytes: peer gone;
+  // kNothingYet (session.cpp): no data after all.
+  Result<std::size_t> receive();
 
   // Queues a frame; `fds` travel with its first byte (SCM_RIGHTS) and are closed once sent.
   void send(capnp::MessageBuilder& message, std::vector<shm::UniqueFd> fds = {});
@@ -85,6 +93,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::uint32_t next_sequence_ = 1;
   protocol::FrameDecoder decoder_;
   std::vector<std::byte> read_buffer_;
+  std::deque<shm::UniqueFd> received_fds_;  // sent with ExportSequence frames, taken in order
   std::deque<Outgoing> outgoing_;
   bool writing_ = false;
   bool close_after_writes_ = false;

@@ -42,6 +42,8 @@ struct ClientMessage {
     openSequence @2 :OpenSequence;
     closeSequence @3 :CloseSequence;
     statusRequest @4 :StatusRequest;
+    exportSequence @5 :ExportSequence;  # 1.2
+    adoptSequence @6 :AdoptSequence;    # 1.2
   }
 }
 
@@ -54,6 +56,8 @@ struct DaemonMessage {
     sequenceOpened @4 :SequenceOpened;
     sequenceClosed @5 :SequenceClosed;
     statusReply @6 :StatusReply;
+    sequenceExported @7 :SequenceExported;  # 1.2
+    sequenceAdopted @8 :SequenceAdopted;    # 1.2
   }
 }
 
@@ -196,6 +200,57 @@ struct SequenceClosed {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Sequence hand-off (1.2): one engine process exports a sequence, another adopts it. PROTOCOL.md
+# has the flow; the adopter's first plan for the sequence carries the hand-off moves.
+
+enum BufferKind {
+  hostFd @0;     # shared host memory (memfd, shm): the fd travels with the frame (SCM_RIGHTS)
+  cudaIpc @1;    # a cudaMalloc allocation: ipcHandle holds its 64 cudaIpcMemHandle bytes
+  cudaVmmFd @2;  # a cuMem VMM allocation exported as a POSIX fd: the fd travels with the frame
+}
+
+# The exporter's KV cache of the sequence: one allocation (the buffer) and where each layer's K
+# and V start in it, otherwise kvtier's KvLayout (kernels/include/kvtier/kernels/kv_layout.hpp).
+struct ExportedCache {
+  kind @0 :BufferKind;
+  bytes @1 :UInt64;          # the allocation's size
+  bufferId @2 :UInt64;       # the exporter's name for the allocation (with its pid: a cache key)
+  ipcHandle @3 :Data;        # cudaIpc only: 64 bytes
+  kOffsets @4 :List(UInt64); # per layer: where K of the layer starts, from the buffer's start
+  vOffsets @5 :List(UInt64);
+  numSlots @6 :UInt32;
+  blockSize @7 :UInt32;
+  tokenStride @8 :UInt64;
+  headStride @9 :UInt64;
+  blockStride @10 :UInt64;
+}
+
+struct ExportSequence {
+  sequenceId @0 :UInt32;
+  cache @1 :ExportedCache;
+  t0Positions @2 :List(UInt32);  # ascending: exactly the positions the daemon has in T0
+  t0Slots @3 :List(UInt32);      # the cache slot of each
+}
+
+struct SequenceExported {
+  sequenceId @0 :UInt32;
+  handoffToken @1 :UInt64;  # the adopter presents it; unguessable, single use
+}
+
+struct AdoptSequence {
+  handoffToken @0 :UInt64;
+}
+
+struct SequenceAdopted {
+  # For fd kinds the exporter's buffer fd travels with this frame.
+  sequenceId @0 :UInt32;    # the sequence's id in the adopter's session
+  promptLength @1 :UInt32;
+  positions @2 :UInt32;     # positions seen so far (the next token's position)
+  exporterPid @3 :UInt32;
+  cache @4 :ExportedCache;
+}
+
+# ---------------------------------------------------------------------------------------------
 # Admin session
 
 struct StatusRequest {
@@ -281,4 +336,13 @@ struct SequenceStatus {
   mode @10 :EvictionMode;
   policy @11 :Policy;
   int8Ratio @12 :Float64;
+  handoff @13 :Handoff;  # 1.2
+}
+
+enum Handoff {
+  none @0;
+  exported @1;    # frozen in its exporter, waiting for an adopter
+  adopting @2;    # the adopter's hand-off plan is in flight
+  handedOff @3;   # adopted: the exporter's copy holds nothing, close it
+  adopted @4;     # this client's copy came from another process
 }

@@ -194,7 +194,13 @@ KVTIER_API kvtier_status kvtier_client_counters_get(const kvtier_client* client,
 
 /* ---- plans ---------------------------------------------------------------------------- */
 
-typedef enum kvtier_tier { KVTIER_T0 = 0, KVTIER_T1 = 1, KVTIER_T2 = 2, KVTIER_T3 = 3 } kvtier_tier;
+typedef enum kvtier_tier {
+  KVTIER_T0 = 0,
+  KVTIER_T1 = 1,
+  KVTIER_T2 = 2,
+  KVTIER_T3 = 3,
+  KVTIER_TPEER = 4 /* from_tier of hand-off moves only: the exporter's cache (kvtier_sequence_adopt) */
+} kvtier_tier;
 #define KVTIER_NO_SLOT UINT32_MAX
 
 /* One token changing tier. Slots index pool rows (the same row position in every layer);
@@ -288,7 +294,81 @@ KVTIER_API kvtier_status kvtier_stage_layer(kvtier_client* client, uint32_t sequ
                                             kvtier_staging_order order, void* buffer, size_t capacity,
                                             kvtier_staged_layer* out);
 
+/* ---- handing a sequence to another process ---------------------------------------------
+ *
+ * An engine process (the exporter) hands one sequence, with its tier state and host rows, to
+ * another engine process on the node (the adopter), e.g. from a prefill worker to a decode
+ * worker. The exporter's cache stays in place until the adopter has copied it:
+ *
+ *   exporter: kvtier_sequence_export -> token; give the token to the adopter (out of band); keep
+ *             the cache alive and the sequence open until the adopter is done; then close it.
+ *   adopter:  kvtier_sequence_adopt(token) -> a sequence of its own; attach its own cache; the
+ *             next plan for that sequence (poll it) is the hand-off: execute it and ack it.
+ *
+ * The hand-off plan moves every live token: KVTIER_TPEER -> T0 copies the token from the
+ * exporter's cache slot src_slot into hbm_slots[i]; KVTIER_TPEER -> T1 / T2 names the adopter's
+ * pool slot dst_slot, which kvtierd has already filled from the exporter's host rows. Positions
+ * it does not name were evicted (T3) or not yet seen. Acknowledged as applied, the exporter's
+ * host rows are freed; as failed, the adopter's copy is dropped (close it) and the token may be
+ * adopted again. kvtier_sequence_close on the exporter's side cancels the export while no adopter
+ * holds it, is refused with KVTIER_E_BAD_STATE while the hand-off plan is in flight, and closes
+ * the emptied sequence afterwards. One allocation per sequence: an engine whose layers live in
+ * separate allocations cannot export (yet). */
+
+typedef enum kvtier_buffer_kind {
+  KVTIER_BUFFER_HOST_FD = 0,    /* shared host memory (memfd, shm); fd names it */
+  KVTIER_BUFFER_CUDA_IPC = 1,   /* a cudaMalloc allocation starting at base (cudaIpcGetMemHandle) */
+  KVTIER_BUFFER_CUDA_VMM_FD = 2 /* a cuMem VMM allocation exported as a POSIX fd (fd) */
+} kvtier_buffer_kind;
+
+/* The one allocation holding the sequence's attached cache (kvtier_sequence_attach_cache): every
+ * layer's K and V slots lie within [base, base + bytes). */
+typedef struct kvtier_export_buffer {
+  size_t struct_size;
+  kvtier_buffer_kind kind;
+  int fd;             /* HOST_FD and CUDA_VMM_FD: the library sends a copy; the caller keeps fd */
+  uintptr_t base;     /* the allocation's start in this process (host or device address) */
+  uint64_t bytes;     /* its size */
+  uint64_t buffer_id; /* CUDA_VMM_FD: this process's name for the allocation (the adopter caches
+                         the mapping under pid + id); otherwise ignored */
+} kvtier_export_buffer;
+
+KVTIER_API void kvtier_export_buffer_init(kvtier_export_buffer* buffer);
+
+/* Freezes the sequence in kvtierd (no more plans; scores for it are ignored) and returns the
+ * token an adopter presents. t0_positions (ascending) must be exactly the positions the sequence
+ * holds in T0 and t0_slots their slots in the attached cache. KVTIER_E_BAD_STATE while a plan for
+ * the sequence is in flight (execute and ack it, then export again) or when it is already
+ * exported; KVTIER_E_INVALID_ARGUMENT naming the field for a buffer that does not hold the
+ * attached cache or a T0 list that differs from kvtierd's. */
+KVTIER_API kvtier_status kvtier_sequence_export(kvtier_client* client, uint32_t sequence,
+                                                const kvtier_export_buffer* buffer, const uint32_t* t0_positions,
+                                                const uint32_t* t0_slots, size_t t0_count, uint64_t* out_token);
+
+typedef struct kvtier_adopted {
+  size_t struct_size;
+  uint32_t sequence;      /* the adopted sequence's id in this client */
+  uint32_t prompt_length;
+  uint32_t positions;     /* positions the sequence has seen: the next token's position */
+  uint32_t exporter_pid;
+} kvtier_adopted;
+
+/* Adopts an exported sequence. The model geometry must equal the exporter's
+ * (KVTIER_E_INVALID_ARGUMENT naming the field) and the pools must have room for its host rows
+ * (KVTIER_E_LIMIT_EXCEEDED); KVTIER_E_NOT_FOUND for an unknown, used or cancelled token. The
+ * library opens the exporter's buffer now (KVTIER_E_UNAVAILABLE with the reason when it cannot)
+ * and releases it once the hand-off plan is executed or the sequence closed. */
+KVTIER_API kvtier_status kvtier_sequence_adopt(kvtier_client* client, uint64_t token, kvtier_adopted* out);
+
 /* ---- admin ---------------------------------------------------------------------------- */
+
+typedef enum kvtier_handoff {
+  KVTIER_HANDOFF_NONE = 0,
+  KVTIER_HANDOFF_EXPORTED = 1,   /* frozen in its exporter, waiting for an adopter */
+  KVTIER_HANDOFF_ADOPTING = 2,   /* the adopter's hand-off plan is in flight */
+  KVTIER_HANDOFF_HANDED_OFF = 3, /* adopted: the exporter's copy holds nothing */
+  KVTIER_HANDOFF_ADOPTED = 4     /* this copy came from another process */
+} kvtier_handoff;
 
 typedef struct kvtier_sequence_info {
   uint32_t sequence_id;
@@ -300,6 +380,7 @@ typedef struct kvtier_sequence_info {
   kvtier_eviction_mode mode;
   kvtier_policy policy;
   double int8_ratio;
+  kvtier_handoff handoff;
 } kvtier_sequence_info;
 
 typedef struct kvtier_client_info {

@@ -38,6 +38,7 @@ inline constexpr std::uint8_t kTierHbm = 0;      // T0: the engine's own KV cach
 inline constexpr std::uint8_t kTierDdr = 1;      // T1: daemon DDR pool, native precision
 inline constexpr std::uint8_t kTierInt8 = 2;     // T2: daemon int8 pool
 inline constexpr std::uint8_t kTierDropped = 3;  // T3: nowhere
+inline constexpr std::uint8_t kTierPeer = 4;     // hand-off plans only: the exporter's cache; src_slot is its slot there
 inline constexpr std::uint32_t kNoSlot = 0xFFFFFFFFu;  // src/dst slot when the tier has no slot
 
 // Move the token at `position` from one tier to another. Slots index the pool of that tier;

@@ -1,0 +1,263 @@
+// ClientChannel's side of a sequence hand-off (handoff.hpp): freezing an export, lending the
+// tier state, adopting it into this client's pools, and resolving the hand-off plan.
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "client_channel.hpp"
+
+namespace kvtier::daemon {
+namespace {
+
+std::string name(std::uint32_t sequence_id) { return "sequence " + std::to_string(sequence_id); }
+
+}  // namespace
+
+Status ClientChannel::freeze(std::uint32_t sequence_id, std::span<const std::pair<std::uint32_t, std::uint32_t>> t0) {
+  service();  // acknowledgements already published count
+  auto it = sequences_.find(sequence_id);
+  if (it == sequences_.end()) {
+    const bool lent = lent_.contains(sequence_id);
+    return make_error(lent ? Errc::kBadState : Errc::kNotFound,
+                      lent ? name(sequence_id) + " is already exported" : "no open " + name(sequence_id));
+  }
+  Sequence& sequence = it->second;
+  if (sequence.handoff == HandoffState::kExported || sequence.handoff == HandoffState::kReceiving) {
+    return make_error(Errc::kBadState, name(sequence_id) + (sequence.handoff == HandoffState::kExported
+                                                                 ? " is already exported"
+                                                                 : " is still being handed to this client"));
+  }
+  if (pending_ && pending_->sequence == sequence_id) {
+    return make_error(Errc::kBadState, "plan epoch " + std::to_string(pending_->epoch) + " of " + name(sequence_id) +
+                                           " is in flight: execute and acknowledge it, then export again");
+  }
+  // The adopter must receive every T0 token, and only those: the list must be the tiers' T0 set.
+  const tier::SequenceTiers& tiers = sequence.tiers;
+  std::size_t next = 0;
+  for (std::uint32_t position = 0; position < tiers.length(); ++position) {
+    if (tiers.tier_of(position) != tier::Tier::kT0) continue;
+    if (next >= t0.size() || t0[next].first != position) {
+      return make_error(Errc::kInvalidArgument, "t0Positions: position " + std::to_string(position) +
+                                                    " is in T0 but not listed (" + std::to_string(t0.size()) +
+                                                    " listed, kvtierd has " +
+                                                    std::to_string(tiers.count(tier::Tier::kT0)) + " in T0)");
+    }
+    ++next;
+  }
+  if (next != t0.size()) {
+    return make_error(Errc::kInvalidArgument, "t0Positions: position " + std::to_string(t0[next].first) +
+                                                  " is not in T0 (kvtierd has " +
+                                                  std::to_string(tiers.count(tier::Tier::kT0)) + " in T0)");
+  }
+  for (const auto& [position, slot] : t0) sequence.cache_slots.set(position, slot);
+  sequence.handoff = HandoffState::kExported;
+  std::erase(owed_, sequence_id);
+  log_.info("event=sequence_exported client_id={} sequence={} t0={} t1={} t2={}", client_id_, sequence_id, t0.size(),
+            tiers.count(tier::Tier::kT1), tiers.count(tier::Tier::kT2));
+  return {};
+}
+
+Result<HandoffNeeds> ClientChannel::needs(std::uint32_t sequence_id) const {
+  auto it = sequences_.find(sequence_id);
+  if (it == sequences_.end() || it->second.handoff != HandoffState::kExported) {
+    return make_error(Errc::kNotFound, name(sequence_id) + " of client " + std::to_string(client_id_) +
+                                           " is not waiting for an adopter");
+  }
+  const Sequence& sequence = it->second;
+  HandoffNeeds needs;
+  needs.t1_rows = sequence.tiers.count(tier::Tier::kT1);
+  needs.row_bytes = pool_view_->geometry().row_bytes();
+  if (int8_allocator_) {
+    needs.int8_group = int8_allocator_->group();
+    std::set<std::uint32_t> blocks;
+    for (std::uint32_t position = 0; position < sequence.t2_slots.size(); ++position) {
+      const std::uint32_t slot = sequence.t2_slots.slot_of(position);
+      if (slot != tier::kNoSlot) blocks.insert(slot / needs.int8_group);
+    }
+    needs.t2_blocks = static_cast<std::uint32_t>(blocks.size());
+  }
+  return needs;
+}
+
+Status ClientChannel::can_adopt(const HandoffNeeds& needs) const {
+  if (!allocator_) return make_error(Errc::kBadState, "AdoptSequence before RegisterModel");
+  if (needs.row_bytes != pool_view_->geometry().row_bytes()) {
+    return make_error(Errc::kInvalidArgument, "the exporter's pool rows are " + std::to_string(needs.row_bytes) +
+                                                  " bytes, this client's " +
+                                                  std::to_string(pool_view_->geometry().row_bytes()));
+  }
+  if (needs.t1_rows > allocator_->available()) {
+    return make_error(Errc::kLimitExceeded, "the sequence holds " + std::to_string(needs.t1_rows) +
+                                                " T1 rows; this client's pool has " +
+                                                std::to_string(allocator_->available()) + " free");
+  }
+  if (needs.t2_blocks == 0) return {};
+  if (!int8_allocator_) {
+    return make_error(Errc::kBadState, "the sequence holds T2 rows; this client registered no int8 pool (int8PoolTokens 0)");
+  }
+  if (needs.int8_group != int8_allocator_->group()) {
+    return make_error(Errc::kInvalidArgument, "the exporter's int8 blocks hold " + std::to_string(needs.int8_group) +
+                                                  " tokens, this client's " + std::to_string(int8_allocator_->group()));
+  }
+  if (needs.t2_blocks > int8_allocator_->available_blocks()) {
+    return make_error(Errc::kLimitExceeded, "the sequence's T2 rows need " + std::to_string(needs.t2_blocks) +
+                                                " int8 blocks; this client's int8 pool has " +
+                                                std::to_string(int8_allocator_->available_blocks()) + " free");
+  }
+  return {};
+}
+
+HandoffLoan ClientChannel::lend(std::uint32_t sequence_id, const HandoffOrigin& origin) {
+  auto node = sequences_.extract(sequence_id);
+  Sequence& sequence = node.mapped();
+  Lent& lent = lent_[sequence_id];
+  lent = Lent{HandoffState::kLent,         std::move(sequence.slots), std::move(sequence.t2_slots),
+              std::move(sequence.cache_slots), sequence.last_step,    sequence.digest_dim,
+              sequence.tiers.prompt_length()};
+  return HandoffLoan{origin,
+                     std::move(sequence.tiers),
+                     lent.last_step,
+                     lent.digest_dim,
+                     &lent.slots,
+                     &lent.t2_slots,
+                     &lent.cache_slots,
+                     &*pool_view_,
+                     int8_view_ ? &*int8_view_ : nullptr,
+                     int8_allocator_ ? int8_allocator_->group() : 0};
+}
+
+AdoptedSequence ClientChannel::adopt(std::uint32_t sequence_id, HandoffLoan loan) {
+  Sequence sequence{std::move(loan.tiers), {}, {}, loan.last_step, loan.digest_dim, HandoffState::kReceiving, {}};
+  const std::uint32_t layers = pool_view_->geometry().num_layers;
+  // T2: one block here per exporter block, the sequence's rows packed in position order. A row
+  // is self-contained given its block's key parameters, so copying those and the rows gives
+  // bit-identical dequantized values without quantizing again.
+  if (loan.int8 != nullptr) {
+    std::map<std::uint32_t, std::vector<std::uint32_t>> by_block;  // exporter block -> positions
+    for (std::uint32_t position = 0; position < loan.t2->size(); ++position) {
+      const std::uint32_t slot = loan.t2->slot_of(position);
+      if (slot != tier::kNoSlot) by_block[slot / loan.int8_group].push_back(position);
+    }
+    const std::size_t params = int8_geometry_.key_params_bytes(), row = int8_geometry_.int8_row_bytes();
+    for (const auto& [block, positions] : by_block) {
+      const std::uint32_t first = *int8_allocator_->allocate_block(static_cast<std::uint32_t>(positions.size()));
+      for (std::uint32_t layer = 0; layer < layers; ++layer) {
+        const std::span<const std::byte> src = loan.int8->block(layer, block);
+        const std::span<std::byte> dst = int8_view_->block(layer, first / loan.int8_group);
+        std::memcpy(dst.data(), src.data(), params);
+        for (std::size_t i = 0; i < positions.size(); ++i) {
+          const std::uint32_t from_row = loan.t2->slot_of(positions[i]) % loan.int8_group;
+          std::memcpy(dst.data() + params + i * row, src.data() + params + from_row * row, row);
+        }
+      }
+      for (std::size_t i = 0; i < positions.size(); ++i) {
+        sequence.t2_slots.set(positions[i], first + static_cast<std::uint32_t>(i));
+      }
+    }
+  }
+  const std::size_t row_bytes = pool_view_->geometry().row_bytes();
+  for (std::uint32_t position = 0; position < loan.t1->size(); ++position) {
+    const std::uint32_t from = loan.t1->slot_of(position);
+    if (from == tier::kNoSlot) continue;
+    const std::uint32_t to = *allocator_->allocate();
+    for (std::uint32_t layer = 0; layer < layers; ++layer) {
+      std::memcpy(pool_view_->row(layer, to).data(), loan.pool->row(layer, from).data(), row_bytes);
+    }
+    sequence.slots.set(position, to);
+  }
+  // The hand-off plan: every live token from the exporter, in position order.
+  Incoming incoming{sequence_id, loan.origin, {}};
+  const tier::SequenceTiers& tiers = sequence.tiers;
+  for (std::uint32_t position = 0; position < tiers.length(); ++position) {
+    switch (tiers.tier_of(position)) {
+      case tier::Tier::kT0:
+        incoming.moves.push_back({position, shm::kTierPeer, shm::kTierHbm, 0, loan.cache_slots->slot_of(position),
+                                  shm::kNoSlot});
+        break;
+      case tier::Tier::kT1:
+        incoming.moves.push_back(
+            {position, shm::kTierPeer, shm::kTierDdr, 0, shm::kNoSlot, sequence.slots.slot_of(position)});
+        break;
+      case tier::Tier::kT2:
+        incoming.moves.push_back(
+            {position, shm::kTierPeer, shm::kTierInt8, 0, shm::kNoSlot, sequence.t2_slots.slot_of(position)});
+        break;
+      case tier::Tier::kT3: break;
+    }
+  }
+  const AdoptedSequence adopted{tiers.prompt_length(), tiers.length()};
+  log_.info("event=sequence_adopting client_id={} sequence={} from_client={} from_sequence={} moves={}", client_id_,
+            sequence_id, loan.origin.exporter, loan.origin.sequence, incoming.moves.size());
+  sequences_.emplace(sequence_id, std::move(sequence));
+  incoming_.push_back(std::move(incoming));
+  service();
+  return adopted;
+}
+
+bool ClientChannel::send_handoff() {
+  Incoming& incoming = incoming_.front();
+  if (incoming.moves.empty()) {  // nothing live to move: done without a plan
+    const Incoming done = std::move(incoming);
+    resolve_handoff(done.sequence, done.origin, true);
+    return true;
+  }
+  const std::uint64_t epoch = next_epoch_;
+  if (!publish(epoch, incoming.sequence, incoming.moves)) return false;
+  ++next_epoch_;
+  ++plans_sent_;
+  moves_sent_ += incoming.moves.size();
+  pending_.emplace(PendingPlan{epoch, incoming.sequence, std::nullopt, false, incoming.origin});
+  incoming_.pop_front();
+  return true;
+}
+
+void ClientChannel::resolve_handoff(std::uint32_t sequence_id, const HandoffOrigin& origin, bool applied) {
+  std::erase_if(incoming_, [sequence_id](const Incoming& in) { return in.sequence == sequence_id; });
+  auto it = sequences_.find(sequence_id);
+  if (it == sequences_.end()) return;
+  log_.info("event=handoff_resolved client_id={} sequence={} from_client={} from_sequence={} applied={}", client_id_,
+            sequence_id, origin.exporter, origin.sequence, applied);
+  if (applied) {
+    it->second.handoff = HandoffState::kAdopted;
+    if (it->second.tiers.due()) owed_.push_back(sequence_id);
+    on_handoff_(origin, std::nullopt);
+    return;
+  }
+  release_slots(it->second.slots, it->second.t2_slots);
+  std::optional<tier::SequenceTiers> returned(std::move(it->second.tiers));
+  sequences_.erase(it);
+  dropped_.insert(sequence_id);
+  on_handoff_(origin, std::move(returned));
+}
+
+void ClientChannel::finish_loan(std::uint32_t sequence_id, std::optional<tier::SequenceTiers> returned) {
+  auto it = lent_.find(sequence_id);
+  if (it == lent_.end() || it->second.state != HandoffState::kLent) return;  // closed meanwhile
+  Lent& lent = it->second;
+  if (!returned) {
+    release_slots(lent.slots, lent.t2_slots);
+    lent.slots = {};
+    lent.t2_slots = {};
+    lent.cache_slots = {};
+    lent.state = HandoffState::kHandedOff;
+    return;
+  }
+  sequences_.emplace(sequence_id, Sequence{std::move(*returned), std::move(lent.slots), std::move(lent.t2_slots),
+                                           lent.last_step, lent.digest_dim, HandoffState::kExported,
+                                           std::move(lent.cache_slots)});
+  lent_.erase(it);
+}
+
+void ClientChannel::abandon_handoffs() {
+  if (pending_ && pending_->handoff) {
+    const PendingPlan plan = std::move(*pending_);
+    pending_.reset();
+    resolve_handoff(plan.sequence, *plan.handoff, false);
+  }
+  while (!incoming_.empty()) {
+    const Incoming incoming = incoming_.front();
+    resolve_handoff(incoming.sequence, incoming.origin, false);
+  }
+}
+
+}  // namespace kvtier::daemon
