@@ -7,7 +7,8 @@
 #   build.log     configure + build output (build mode only)
 #   tests.log     ctest -L cuda output (build mode) or the gtest binaries' output (prebuilt)
 #   integration.log  the integration tests' CUDA-backend instances (real kvtierd, kvtier-workload
-#                 with its engine cache in device memory): kvtier_service_test --gtest_filter='*cuda*'
+#                 with its engine cache in device memory, kvtier-handoff-peer handing a sequence
+#                 over through CUDA IPC): kvtier_service_test --gtest_filter='*cuda*'
 #   bench.txt     kvtier-gpu-bench stdout (`ratio ...` lines) and stderr (progress)
 #   bench.json    the measures as JSON
 #   sanitizer.log compute-sanitizer memcheck of the CUDA tests (only with KVTIER_SANITIZER=1)
@@ -34,10 +35,10 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
 CONFIGURE_ARGS=(-DKVTIER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release
   -DKVTIER_WERROR=ON)
 TARGETS=(kvtier_cuda_test kvtier_ipc_peer kvtier_vmm_peer kvtier_cuda_host_test kvtier-gpu-bench
-  kvtier_service_test kvtierd kvtierctl kvtier-workload kvtier_c_abi_test)
+  kvtier_service_test kvtierd kvtierctl kvtier-workload kvtier-handoff-peer kvtier_c_abi_test)
 # What the integration tests start (found through $KVTIER_TEST_BIN_DIR in prebuilt mode).
 INTEGRATION_BINS=(tests/integration/kvtier_service_test daemon/kvtierd client/cli/kvtierctl
-  tests/workload/kvtier-workload tests/abi/kvtier_c_abi_test)
+  tests/workload/kvtier-workload tests/workload/kvtier-handoff-peer tests/abi/kvtier_c_abi_test)
 
 build() {  # build DIR: configure + build the CUDA targets; output on stdout
   local generator=()

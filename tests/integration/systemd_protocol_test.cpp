@@ -1,5 +1,6 @@
 // kvtierd under systemd's protocols, without systemd: sd_notify messages (READY, STATUS,
 // WATCHDOG, STOPPING) on a NOTIFY_SOCKET the test owns, and socket activation (LISTEN_FDS).
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -87,7 +88,12 @@ TEST_F(SystemdProtocol, UsesTheSocketSystemdPassesAndLeavesItInPlace) {
   ASSERT_GE(listener, 0);
   std::vector<std::string> argv = daemon_argv();
   ChildProcess daemon = ChildProcess::spawn(argv, dir_ / "kvtierd.log", std::nullopt, [&] {
-    ::dup2(listener, 3);  // SD_LISTEN_FDS_START; dup2 clears close-on-exec
+    // SD_LISTEN_FDS_START; dup2 clears close-on-exec, but is a no-op when listener is 3 already.
+    if (listener == 3) {
+      ::fcntl(3, F_SETFD, 0);
+    } else {
+      ::dup2(listener, 3);
+    }
     ::setenv("LISTEN_FDS", "1", 1);
     ::setenv("LISTEN_PID", std::to_string(::getpid()).c_str(), 1);
   });
