@@ -47,6 +47,17 @@ const char* backpressure_name(kvtier_backpressure reason) {
   return "?";
 }
 
+const char* handoff_name(kvtier_handoff handoff) {
+  switch (handoff) {
+    case KVTIER_HANDOFF_NONE: return "none";
+    case KVTIER_HANDOFF_EXPORTED: return "exported";
+    case KVTIER_HANDOFF_ADOPTING: return "adopting";
+    case KVTIER_HANDOFF_HANDED_OFF: return "handed_off";
+    case KVTIER_HANDOFF_ADOPTED: return "adopted";
+  }
+  return "?";
+}
+
 unsigned long long ull(std::uint64_t v) { return static_cast<unsigned long long>(v); }
 
 int exit_code_for(kvtier_status status) {
@@ -175,6 +186,7 @@ void write_status_json(const kvtier_daemon_status& s) {
       j.key("int8_ratio").value(q.int8_ratio);
       j.key("eviction_mode").value(mode_name(q.mode));
       j.key("policy").value(policy_name(q.policy));
+      if (q.handoff != KVTIER_HANDOFF_NONE) j.key("handoff").value(handoff_name(q.handoff));
       j.end_object();
     }
     j.end_array();
@@ -211,9 +223,11 @@ void print_status_text(const kvtier_daemon_status& s) {
                 "T3", "destroyed", "beta", "r", "int8", "policy / mode");
     for (std::size_t k = 0; k < c.sequence_count; ++k) {
       const kvtier_sequence_info& q = c.sequences[k];
-      std::printf("  %8u %7u %7u %7u %7u %7u %7u %8.1f%% %5.2f %5.2f %5.2f %s / %s\n", q.sequence_id, q.prompt_length,
+      std::printf("  %8u %7u %7u %7u %7u %7u %7u %8.1f%% %5.2f %5.2f %5.2f %s / %s", q.sequence_id, q.prompt_length,
                   q.tokens, q.tokens_t0, q.tokens_t1, q.tokens_t2, q.tokens_t3, 100.0 * q.destroyed_fraction,
                   q.hbm_ratio, q.evict_ratio, q.int8_ratio, policy_name(q.policy), mode_name(q.mode));
+      if (q.handoff != KVTIER_HANDOFF_NONE) std::printf("  hand-off: %s", handoff_name(q.handoff));
+      std::printf("\n");
     }
   }
 }

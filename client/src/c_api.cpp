@@ -266,9 +266,7 @@ kvtier_status kvtier_plan_execute(kvtier_client* client, const kvtier_plan* plan
     if (plan == nullptr || (hbm_slots == nullptr && plan->move_count != 0)) {
       return fail(client, {kvtier::Errc::kInvalidArgument, "plan or hbm_slots is NULL"});
     }
-    auto cache = c.cache(plan->sequence);
-    if (!cache) return fail(client, cache.error());
-    auto ok = (*cache)->execute(*plan, std::span(hbm_slots, plan->move_count));
+    auto ok = c.execute_plan(*plan, std::span(hbm_slots, plan->move_count));
     return ok ? KVTIER_OK : fail(client, ok.error());
   });
 }
@@ -294,6 +292,49 @@ kvtier_status kvtier_stage_layer(kvtier_client* client, uint32_t sequence, uint3
     auto staged = (*cache)->stage(layer, order, buffer, capacity);
     if (!staged) return fail(client, staged.error());
     *out = *staged;
+    return KVTIER_OK;
+  });
+}
+
+void kvtier_export_buffer_init(kvtier_export_buffer* buffer) {
+  if (buffer == nullptr) return;
+  std::memset(buffer, 0, sizeof(*buffer));
+  buffer->struct_size = sizeof(*buffer);
+  buffer->kind = KVTIER_BUFFER_HOST_FD;
+  buffer->fd = -1;
+}
+
+kvtier_status kvtier_sequence_export(kvtier_client* client, uint32_t sequence, const kvtier_export_buffer* buffer,
+                                     const uint32_t* t0_positions, const uint32_t* t0_slots, size_t t0_count,
+                                     uint64_t* out_token) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    if (out_token == nullptr) return fail(client, {kvtier::Errc::kInvalidArgument, "out_token is NULL"});
+    if (buffer == nullptr || buffer->struct_size < sizeof(kvtier_export_buffer)) {
+      return fail(client, {kvtier::Errc::kInvalidArgument, "buffer is NULL or its struct_size is too small"});
+    }
+    if ((t0_positions == nullptr || t0_slots == nullptr) && t0_count != 0) {
+      return fail(client, {kvtier::Errc::kInvalidArgument, "t0_positions or t0_slots is NULL"});
+    }
+    auto token = c.export_sequence(sequence, *buffer, std::span(t0_positions, t0_count), std::span(t0_slots, t0_count));
+    if (!token) return fail(client, token.error());
+    *out_token = *token;
+    return KVTIER_OK;
+  });
+}
+
+kvtier_status kvtier_sequence_adopt(kvtier_client* client, uint64_t token, kvtier_adopted* out) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    if (out == nullptr) return fail(client, {kvtier::Errc::kInvalidArgument, "out is NULL"});
+    // Grown structs: a caller built against an older header owns only struct_size bytes (every
+    // field of the first version is required).
+    const std::size_t size = out->struct_size == 0 ? sizeof(kvtier_adopted) : std::min(out->struct_size, sizeof(kvtier_adopted));
+    if (size < offsetof(kvtier_adopted, exporter_pid) + sizeof(out->exporter_pid)) {
+      return fail(client, {kvtier::Errc::kInvalidArgument, "out->struct_size is too small"});
+    }
+    auto adopted = c.adopt_sequence(token);
+    if (!adopted) return fail(client, adopted.error());
+    std::memcpy(out, &*adopted, size);
+    out->struct_size = size;
     return KVTIER_OK;
   });
 }

@@ -89,8 +89,8 @@ Status Client::hello() {
   });
 }
 
-Result<protocol::MessageIn> Client::request(capnp::MessageBuilder& message) {
-  if (auto sent = connection_.send(message); !sent) return tl::unexpected(sent.error());
+Result<protocol::MessageIn> Client::request(capnp::MessageBuilder& message, std::span<const int> fds) {
+  if (auto sent = connection_.send(message, fds); !sent) return tl::unexpected(sent.error());
   auto reply = connection_.receive(options_.reply_timeout);
   if (!reply) return reply;
   auto error = protocol::capture_protocol_errors([&]() -> Status {
@@ -152,6 +152,8 @@ Status Client::register_model(const kvtier_model_geometry& geometry) {
     pool_view_.emplace(*view);
     int8_pool_ = std::move(int8_mapping);
     int8_view_ = int8_view;
+    geometry_ = geometry;
+    geometry_->model_name = nullptr;
     return {};
   });
 }
@@ -202,6 +204,7 @@ Result<std::uint32_t> Client::open_sequence(const kvtier_sequence_options& o) {
 
 Status Client::close_sequence(std::uint32_t sequence) {
   caches_.erase(sequence);
+  peers_.erase(sequence);  // an adopted sequence closed before its hand-off plan ran
   digest_dims_.erase(sequence);
   capnp::MallocMessageBuilder message;
   message.initRoot<wire::ClientMessage>().initCloseSequence().setSequenceId(sequence);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "connection.hpp"
+#include "handoff.hpp"
 #include "sequence_cache.hpp"
 #include "kvtier/kvtier.h"
 #include "kvtier/protocol/control.capnp.h"
@@ -53,6 +54,18 @@ class Client {
   Status attach_cache(std::uint32_t sequence, const kvtier_kv_layout& layout);
   // The sequence's cache, or kBadState when attach_cache was not called for it.
   Result<SequenceCache*> cache(std::uint32_t sequence) const;
+  // Executes a polled plan on its sequence's cache. For an adopted sequence the hand-off plan (the
+  // one with KVTIER_TPEER moves) copies from the exporter's buffer, which is released after it.
+  Status execute_plan(const kvtier_plan& plan, std::span<const std::uint32_t> hbm_slots);
+
+  // Hand-off (handoff.cpp; contract in kvtier.h). export_sequence validates the buffer against
+  // the attached cache and the T0 list (kInvalidArgument naming the field; kBadState without an
+  // attached cache) and returns kvtierd's token. adopt_sequence adopts a token and opens the
+  // exporter's buffer, kept until the hand-off plan ran or the sequence is closed.
+  Result<std::uint64_t> export_sequence(std::uint32_t sequence, const kvtier_export_buffer& buffer,
+                                        std::span<const std::uint32_t> t0_positions,
+                                        std::span<const std::uint32_t> t0_slots);
+  Result<kvtier_adopted> adopt_sequence(std::uint64_t token);
   Result<kvtier_daemon_status*> daemon_status();
   kvtier_client_counters counters() const;
 
@@ -64,8 +77,13 @@ class Client {
       : connection_(std::move(connection)), options_(std::move(options)) {}
 
   Status hello();
-  // Sends `message` and waits for the reply; an ErrorReply becomes its Errc.
-  Result<protocol::MessageIn> request(capnp::MessageBuilder& message);
+  // Sends `message` (with `fds` on its first byte) and waits for the reply; an ErrorReply
+  // becomes its Errc.
+  Result<protocol::MessageIn> request(capnp::MessageBuilder& message, std::span<const int> fds = {});
+  // Opens the exporter's buffer named by a SequenceAdopted reply (handoff.cpp); layout left empty.
+  Result<std::unique_ptr<AdoptedPeer>> open_adopted(std::uint32_t kind, std::uint64_t bytes, std::uint64_t buffer_id,
+                                                    std::uint32_t exporter_pid, std::span<const std::byte> ipc_handle,
+                                                    int fd);
   Status require_engine(const char* what) const;
   void ring_doorbell() const;
   // Splits `values` over records of `per_record` floats, each `floats_per_position` per token.
@@ -83,6 +101,11 @@ class Client {
   std::optional<shm::Mapping> int8_pool_;  // T2, when the daemon granted int8 slots
   std::optional<shm::Int8PoolView> int8_view_;
   std::map<std::uint32_t, std::unique_ptr<SequenceCache>> caches_;
+  std::optional<kvtier_model_geometry> geometry_;  // registered (model_name not kept)
+  // Adopted sequences' exporter buffers until their hand-off plan ran; peers_ release into
+  // peer_buffers_, so it is declared (and destroyed) after it.
+  kernels::cuda::PeerBuffers peer_buffers_;
+  std::map<std::uint32_t, std::unique_ptr<AdoptedPeer>> peers_;
   std::map<std::uint32_t, std::uint32_t> digest_dims_;  // sequence -> key digest floats (r_kv)
   shm::PlanRecord plan_record_{};  // the record poll_plan is reading (1 KiB: not on the stack)
   std::vector<shm::ScoreRecord> batch_;

@@ -30,12 +30,38 @@ Result<Connection> Connection::connect(const std::string& socket_path) {
   return Connection(std::move(fd));
 }
 
-Status Connection::send(capnp::MessageBuilder& message) {
+Status Connection::send(capnp::MessageBuilder& message) { return send(message, {}); }
+
+Status Connection::send(capnp::MessageBuilder& message, std::span<const int> fds) {
   auto frame = protocol::encode_frame(message);
   if (!frame) return tl::unexpected(frame.error());
+  if (fds.empty()) return send_bytes(frame->data(), frame->size());
+  if (fds.size() > static_cast<std::size_t>(kMaxFdsPerMessage)) return make_error(Errc::kInvalidArgument, "too many fds for one frame");
+  // The fds ride on the frame's first byte; the rest follows as plain stream bytes.
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)> control{};
+  iovec iov{frame->data(), 1};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  ssize_t n = 0;
+  do {
+    n = ::sendmsg(socket_.get(), &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1) return make_error(Errc::kUnavailable, std::string("daemon connection lost: ") + std::strerror(errno));
+  return send_bytes(frame->data() + 1, frame->size() - 1);
+}
+
+Status Connection::send_bytes(const std::byte* data, std::size_t size) {
   std::size_t done = 0;
-  while (done < frame->size()) {
-    const ssize_t n = ::send(socket_.get(), frame->data() + done, frame->size() - done, MSG_NOSIGNAL);
+  while (done < size) {
+    const ssize_t n = ::send(socket_.get(), data + done, size - done, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return make_error(Errc::kUnavailable, std::string("daemon connection lost: ") + std::strerror(errno));
     done += static_cast<std::size_t>(n);

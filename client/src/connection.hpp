@@ -6,7 +6,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <deque>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,9 @@ class Connection {
   static Result<Connection> connect(const std::string& socket_path);
 
   Status send(capnp::MessageBuilder& message);
+  // Sends a frame with `fds` attached to its first byte (SCM_RIGHTS, PROTOCOL.md §3); the fds
+  // stay the caller's (the daemon receives copies).
+  Status send(capnp::MessageBuilder& message, std::span<const int> fds);
   // The next frame, parsed. Errors: kUnavailable (EOF, timeout), kProtocol.
   Result<protocol::MessageIn> receive(std::chrono::milliseconds timeout);
   // Takes the oldest fd received so far (fds arrive with the frame that announces them).
@@ -31,6 +36,7 @@ class Connection {
  private:
   explicit Connection(shm::UniqueFd socket) : socket_(std::move(socket)) {}
   Status read_some(std::chrono::milliseconds timeout);
+  Status send_bytes(const std::byte* data, std::size_t size);
 
   shm::UniqueFd socket_;
   protocol::FrameDecoder decoder_;

@@ -70,7 +70,8 @@ Result<kvtier_daemon_status*> Client::daemon_status() {
                                             s.getTokensT1(), s.getTokensT2(), s.getTokensT3(),
                                             s.getDestroyedFraction(), s.getHbmRatio(), s.getEvictRatio(),
                                             static_cast<kvtier_eviction_mode>(s.getMode()),
-                                            static_cast<kvtier_policy>(s.getPolicy()), s.getInt8Ratio()});
+                                            static_cast<kvtier_policy>(s.getPolicy()), s.getInt8Ratio(),
+                                            static_cast<kvtier_handoff>(s.getHandoff())});
       }
       holder->client_storage.push_back(info);
     }

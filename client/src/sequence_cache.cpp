@@ -1,13 +1,15 @@
 #include "sequence_cache.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <set>
 #include <string>
 #include <tuple>
 
 namespace kvtier::client {
 namespace {
 
-constexpr std::uint8_t kT0 = KVTIER_T0, kT1 = KVTIER_T1, kT2 = KVTIER_T2, kT3 = KVTIER_T3;
+constexpr std::uint8_t kT0 = KVTIER_T0, kT1 = KVTIER_T1, kT2 = KVTIER_T2, kT3 = KVTIER_T3, kTPeer = KVTIER_TPEER;
 
 Error move_error(const kvtier_plan_move& m, const std::string& why) {
   return Error{Errc::kProtocol, "plan move T" + std::to_string(m.from_tier) + "->T" + std::to_string(m.to_tier) +
@@ -61,11 +63,12 @@ Result<std::unique_ptr<SequenceCache>> SequenceCache::create(const kvtier_kv_lay
 }
 
 Status SequenceCache::execute(const kvtier_plan& plan, std::span<const std::uint32_t> hbm_slots) {
-  std::vector<kernels::RowCopy> offloads, restores, t2_restores;
+  std::vector<kernels::RowCopy> offloads, restores, t2_restores, peer_copies;
   std::vector<std::uint32_t> t2_sources;  // int8 slot of each T2 -> T0 move
   for (std::size_t i = 0; i < plan.move_count; ++i) {
     const kvtier_plan_move& m = plan.moves[i];
     if ((m.from_tier == kT2 || m.to_tier == kT2) && !int8_) return tl::unexpected(move_error(m, "no int8 pool"));
+    if (m.from_tier == kTPeer) continue;  // check_peer_moves
     if (m.from_tier == kT1 || m.from_tier == kT2) {
       const auto& resident = m.from_tier == kT1 ? t1_ : t2_;
       auto it = resident.find(m.position);
@@ -92,11 +95,13 @@ Status SequenceCache::execute(const kvtier_plan& plan, std::span<const std::uint
   // Check everything before copying anything (the executor checks each batch only as it runs).
   if (auto ok = kernels::validate_copies(layout_, pool_, kernels::Direction::kOffload, offloads); !ok) return ok;
   if (auto ok = kernels::validate_copies(layout_, pool_, kernels::Direction::kRestore, restores); !ok) return ok;
+  if (auto ok = check_peer_moves(plan, hbm_slots, peer_copies); !ok) return ok;
   if (auto ok = prepare_t2_restores(t2_restores, t2_sources); !ok) return ok;
   if (auto ok = executor_->offload(offloads); !ok) return ok;
   if (auto ok = executor_->restore(restores); !ok) return ok;
   if (auto ok = restore_t2(t2_restores); !ok) return ok;
   if (auto ok = executor_->synchronize(); !ok) return ok;
+  if (auto ok = copy_from_peer(peer_copies); !ok) return ok;
   for (std::size_t i = 0; i < plan.move_count; ++i) {
     const kvtier_plan_move& m = plan.moves[i];
     if (m.from_tier == kT1) t1_.erase(m.position);
@@ -106,6 +111,116 @@ Status SequenceCache::execute(const kvtier_plan& plan, std::span<const std::uint
   }
   lists_order_.reset();
   return {};
+}
+
+Status SequenceCache::set_peer(kernels::KvLayout layout, kernels::Backend backend) {
+  if (layout.num_layers != layout_.num_layers || layout.num_kv_heads != layout_.num_kv_heads ||
+      layout.head_dim != layout_.head_dim || layout.dtype != layout_.dtype) {
+    return make_error(Errc::kInvalidArgument, "peer cache geometry (" + std::to_string(layout.num_layers) + " layers, " +
+                                                  std::to_string(layout.num_kv_heads) + " kv heads, head_dim " +
+                                                  std::to_string(layout.head_dim) + ") differs from this cache's");
+  }
+  if (auto ok = kernels::validate(layout); !ok) return ok;
+  peer_ = Peer{std::move(layout), backend};
+  return {};
+}
+
+Status SequenceCache::check_peer_moves(const kvtier_plan& plan, std::span<const std::uint32_t> hbm_slots,
+                                       std::vector<kernels::RowCopy>& peer_copies) {
+  std::set<std::uint32_t> positions, t1_slots, t2_slots;
+  for (std::size_t i = 0; i < plan.move_count; ++i) {
+    const kvtier_plan_move& m = plan.moves[i];
+    if (m.from_tier != kTPeer) continue;
+    if (!positions.insert(m.position).second) return tl::unexpected(move_error(m, "position named twice"));
+    if (t1_.count(m.position) != 0 || t2_.count(m.position) != 0) {
+      return tl::unexpected(move_error(m, "the position already has a host row"));
+    }
+    if (m.to_tier == kT0) {
+      if (!peer_) return tl::unexpected(move_error(m, "no peer cache (not an adopted sequence, or its hand-off ran)"));
+      if (m.src_slot >= peer_->layout.num_slots) {
+        return tl::unexpected(move_error(m, "peer slot " + std::to_string(m.src_slot) + " out of range (peer has " +
+                                                std::to_string(peer_->layout.num_slots) + ")"));
+      }
+      peer_copies.push_back({hbm_slots[i], m.src_slot});
+    } else if (m.to_tier == kT1) {
+      if (m.dst_slot >= pool_.slots) {
+        return tl::unexpected(move_error(m, "pool slot " + std::to_string(m.dst_slot) + " out of range"));
+      }
+      if (!t1_slots.insert(m.dst_slot).second) {
+        return tl::unexpected(move_error(m, "pool slot " + std::to_string(m.dst_slot) + " named twice"));
+      }
+    } else if (m.to_tier == kT2) {
+      if (m.dst_slot >= int8_->slots()) {
+        return tl::unexpected(move_error(m, "int8 slot " + std::to_string(m.dst_slot) + " out of range"));
+      }
+      if (!t2_slots.insert(m.dst_slot).second) {
+        return tl::unexpected(move_error(m, "int8 slot " + std::to_string(m.dst_slot) + " named twice"));
+      }
+    } else {
+      return tl::unexpected(move_error(m, "not a hand-off move kvtierd makes"));
+    }
+  }
+  for (const auto& [position, slot] : t1_) {
+    if (t1_slots.count(slot) != 0) {
+      return make_error(Errc::kProtocol, "hand-off move into pool slot " + std::to_string(slot) +
+                                             ", which holds position " + std::to_string(position));
+    }
+  }
+  for (const auto& [position, slot] : t2_) {
+    if (t2_slots.count(slot) != 0) {
+      return make_error(Errc::kProtocol, "hand-off move into int8 slot " + std::to_string(slot) +
+                                             ", which holds position " + std::to_string(position));
+    }
+  }
+  if (peer_copies.empty()) return {};
+  // The two passes copy_from_peer makes, checked on a bounce pool of one row per copy: engine
+  // slots in range and distinct.
+  const auto n = static_cast<std::uint32_t>(peer_copies.size());
+  const kernels::PoolView bounce{nullptr, row_bytes_, std::size_t{n} * row_bytes_, n, layout_.num_layers};
+  std::vector<kernels::RowCopy> reads, writes;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    reads.push_back({peer_copies[i].pool_slot, i});
+    writes.push_back({peer_copies[i].hbm_slot, i});
+  }
+  if (auto ok = kernels::validate_copies(peer_->layout, bounce, kernels::Direction::kOffload, reads); !ok) return ok;
+  return kernels::validate_copies(layout_, bounce, kernels::Direction::kRestore, writes);
+}
+
+Status SequenceCache::copy_from_peer(std::span<const kernels::RowCopy> peer_copies) {
+  if (peer_copies.empty()) return {};
+  // A one-time cost per hand-off, so no dedicated kernel: the rows go peer cache -> host bounce
+  // pool -> this cache along the ordinary offload and restore paths, by an executor bound first
+  // to (peer layout, bounce) and then to (this layout, bounce). With CUDA each binding registers
+  // the bounce pinned and rebinding unregisters it again.
+  const auto n = static_cast<std::uint32_t>(peer_copies.size());
+  constexpr std::size_t kPage = 4096;
+  const std::size_t bytes = (std::size_t{n} * row_bytes_ * layout_.num_layers + kPage - 1) / kPage * kPage;
+  struct Free {
+    void operator()(std::byte* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<std::byte, Free> memory(static_cast<std::byte*>(std::aligned_alloc(kPage, bytes)));
+  if (!memory) return make_error(Errc::kLimitExceeded, "hand-off bounce pool of " + std::to_string(bytes) + " bytes");
+  const kernels::PoolView bounce{memory.get(), row_bytes_, std::size_t{n} * row_bytes_, n, layout_.num_layers};
+  std::vector<kernels::RowCopy> reads, writes;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    reads.push_back({peer_copies[i].pool_slot, i});
+    writes.push_back({peer_copies[i].hbm_slot, i});
+  }
+  auto made = kernels::make_executor(peer_->backend);
+  if (!made) return tl::unexpected(made.error());
+  std::unique_ptr<kernels::CopyExecutor> executor = std::move(*made);
+  if (auto ok = executor->initialize(peer_->layout, bounce); !ok) return ok;
+  if (auto ok = executor->offload(reads); !ok) return ok;
+  if (auto ok = executor->synchronize(); !ok) return ok;
+  if (executor->backend() != backend()) {
+    executor.reset();
+    made = kernels::make_executor(backend());
+    if (!made) return tl::unexpected(made.error());
+    executor = std::move(*made);
+  }
+  if (auto ok = executor->initialize(layout_, bounce); !ok) return ok;
+  if (auto ok = executor->restore(writes); !ok) return ok;
+  return executor->synchronize();
 }
 
 void SequenceCache::build_lists(kvtier_staging_order order) {

@@ -3,11 +3,12 @@
 // (a T1 pool slot) and each T2 token (an int8 pool slot), so it can execute plans and stage a
 // layer's host rows without the engine's help.
 //
-// Staging: T1 rows go through the executor (exact copies). When T2 rows are present they are
-// dequantized on the CPU and merged into the same list (position order: one list sorted by
-// position; compact: T1 rows by pool slot, then T2 rows by int8 slot); the GPU dequantize path
-// is not wired yet (issue #4), so the CUDA backend refuses a stage with T2 rows and T2 -> T0
-// moves with kBadState.
+// Staging: T1 rows go through the executor (exact copies). When T2 rows are present the
+// executor stages one merged list (prefetch_mixed: T1 rows copied, T2 rows dequantized into the
+// model dtype, on the CPU or by the GPU dequantize kernel, bit for bit the same; position order:
+// one list sorted by position; compact: T1 rows by pool slot, then T2 rows by int8 slot). T2 ->
+// T0 moves dequantize through the executor too (restore_int8). The int8 pool is bound to the
+// executor once (CUDA: registered pinned), on the first T2 use, until the cache is destroyed.
 //
 // Thread-safety: one thread at a time (the owning Client's).
 #pragma once
@@ -40,6 +41,16 @@ class SequenceCache {
   std::size_t stage_bytes() const { return staged_rows() * row_bytes_; }
   std::size_t t2_rows() const { return t2_.size(); }
 
+  // Hand-off (an adopted sequence): the exporter's cache as this process reaches it, read by an
+  // executor of `backend` (kCpu: host memory, kCuda: device memory). Its geometry (layers, KV
+  // heads, head_dim, dtype) must equal this cache's, else kInvalidArgument. execute() takes
+  // KVTIER_TPEER moves (sequence_cache.cpp); the owner clears the peer once the hand-off plan ran.
+  Status set_peer(kernels::KvLayout layout, kernels::Backend backend);
+  void clear_peer() noexcept { peer_.reset(); }
+  bool has_peer() const noexcept { return peer_.has_value(); }
+  const kernels::KvLayout& layout() const noexcept { return layout_; }
+  kernels::Backend backend() const noexcept { return executor_->backend(); }
+
  private:
   SequenceCache(std::unique_ptr<kernels::CopyExecutor> executor, kernels::KvLayout layout, const kernels::PoolView& pool,
                 std::optional<Int8Rows> int8)
@@ -51,13 +62,25 @@ class SequenceCache {
 
   // (Re)builds the staging lists for `order` from t1_ and t2_; a no-op while they are current.
   void build_lists(kvtier_staging_order order);
-  // Stage with T2 rows present (sequence_cache_t2.cpp): CPU gather of T1 rows, dequantize T2.
+  // Stage with T2 rows present (sequence_cache_t2.cpp): the executor's prefetch_mixed.
   Result<kvtier_staged_layer> stage_merged(std::uint32_t layer, void* buffer, std::size_t capacity);
   // T2 -> T0 (sequence_cache_t2.cpp), copies[i] = {hbm slot, i} restoring int8 slot slots[i].
-  // prepare checks the copies and dequantizes every layer's rows into restore_scratch_ (the
-  // engine's cache is not touched); restore_t2 then writes them into the engine's slots.
+  // prepare checks the copies (nothing is written) and keeps them as t2_restores_; restore_t2
+  // then has the executor dequantize every layer's rows into the engine's slots.
   Status prepare_t2_restores(std::span<const kernels::RowCopy> copies, std::span<const std::uint32_t> slots);
   Status restore_t2(std::span<const kernels::RowCopy> copies);
+  // Binds int8_ to executor_ once (bind_int8); a no-op once bound.
+  Status bind_int8();
+  // Hand-off moves (sequence_cache.cpp). check_peer_moves validates every KVTIER_TPEER move and
+  // lists the T0 ones as {hbm slot, peer slot}; copy_from_peer copies those rows.
+  Status check_peer_moves(const kvtier_plan& plan, std::span<const std::uint32_t> hbm_slots,
+                          std::vector<kernels::RowCopy>& peer_copies);
+  Status copy_from_peer(std::span<const kernels::RowCopy> peer_copies);
+
+  struct Peer {
+    kernels::KvLayout layout;
+    kernels::Backend backend;
+  };
 
   std::unique_ptr<kernels::CopyExecutor> executor_;
   kernels::KvLayout layout_;
@@ -70,17 +93,20 @@ class SequenceCache {
   kernels::StagingBuffer staging_;
   // What every layer of a step stages: the host rows as slots and their positions, in the order
   // of lists_order_. Built once per residency change (execute), not once per layer. With T2
-  // rows, list_t2_[i] says row i is an int8 slot, and t2_slots_ / t2_out_ list those rows (in
-  // list order) with their dequantize destinations in t2_scratch_.
+  // rows, list_t2_[i] says row i is an int8 slot (prefetch_mixed's from_int8). t2_slots_ /
+  // t2_out_ / t2_scratch_ (host dequantize destinations) are no longer read since the executor
+  // dequantizes; build_lists still fills them (to be dropped with it).
   std::vector<std::uint32_t> list_slots_, list_positions_;
   std::vector<std::uint8_t> list_t2_;
   std::vector<std::uint32_t> t2_slots_;
   std::vector<std::byte*> t2_out_;
   std::vector<std::byte> t2_scratch_;
   std::optional<kvtier_staging_order> lists_order_;
-  // T2 -> T0 scratch: every layer's dequantized rows, restored by a CPU executor bound to it.
-  std::vector<std::byte> restore_scratch_;
-  std::unique_ptr<kernels::CopyExecutor> restore_executor_;
+  // T2 -> T0 moves of the plan being executed: {hbm slot, int8 slot}.
+  std::vector<kernels::RowCopy> t2_restores_;
+  bool int8_bound_ = false;
+  // The exporter's cache while a hand-off plan is pending (set_peer).
+  std::optional<Peer> peer_;
 };
 
 }  // namespace kvtier::client

@@ -35,10 +35,61 @@ static int option_defaults(void) {
   return 0;
 }
 
+/* Hand-off: kvtier_export_buffer_init's defaults, the enums' wire values and the NULL checks that
+ * need no daemon. */
+static int handoff_offline(void) {
+  kvtier_export_buffer buffer;
+  kvtier_adopted adopted;
+  uint64_t token = 0;
+  uint32_t position = 0;
+  memset(&buffer, 0xAB, sizeof(buffer));
+  kvtier_export_buffer_init(&buffer);
+  CHECK(buffer.struct_size == sizeof(buffer));
+  CHECK(buffer.kind == KVTIER_BUFFER_HOST_FD);
+  CHECK(buffer.fd == -1);
+  CHECK(buffer.base == 0 && buffer.bytes == 0 && buffer.buffer_id == 0);
+  kvtier_export_buffer_init(NULL); /* ignored */
+  CHECK(KVTIER_TPEER == 4);
+  CHECK(KVTIER_BUFFER_HOST_FD == 0 && KVTIER_BUFFER_CUDA_IPC == 1 && KVTIER_BUFFER_CUDA_VMM_FD == 2);
+  CHECK(KVTIER_HANDOFF_NONE == 0 && KVTIER_HANDOFF_EXPORTED == 1 && KVTIER_HANDOFF_ADOPTING == 2 &&
+        KVTIER_HANDOFF_HANDED_OFF == 3 && KVTIER_HANDOFF_ADOPTED == 4);
+  memset(&adopted, 0, sizeof(adopted));
+  adopted.struct_size = sizeof(adopted);
+  CHECK(kvtier_sequence_export(NULL, 1, &buffer, &position, &position, 1, &token) == KVTIER_E_INVALID_ARGUMENT);
+  CHECK(kvtier_sequence_adopt(NULL, 1, &adopted) == KVTIER_E_INVALID_ARGUMENT);
+  return 0;
+}
+
+/* Hand-off argument checks on a live engine session with a registered model and `sequence`
+ * open (no attached cache): all refused before anything is sent. */
+static int handoff_online(kvtier_client* client, uint32_t sequence) {
+  kvtier_export_buffer buffer;
+  kvtier_adopted adopted;
+  uint64_t token = 0;
+  uint32_t position = 0;
+  kvtier_export_buffer_init(&buffer);
+  buffer.bytes = 4096;
+  CHECK(kvtier_sequence_export(client, sequence, NULL, NULL, NULL, 0, &token) == KVTIER_E_INVALID_ARGUMENT);
+  CHECK(kvtier_sequence_export(client, sequence, &buffer, NULL, NULL, 0, NULL) == KVTIER_E_INVALID_ARGUMENT);
+  CHECK(kvtier_sequence_export(client, sequence, &buffer, NULL, &position, 1, &token) == KVTIER_E_INVALID_ARGUMENT);
+  CHECK(strstr(kvtier_client_last_error(client), "t0_positions") != NULL);
+  buffer.struct_size = 8; /* too small: refused, never read past */
+  CHECK(kvtier_sequence_export(client, sequence, &buffer, NULL, NULL, 0, &token) == KVTIER_E_INVALID_ARGUMENT);
+  buffer.struct_size = sizeof(buffer);
+  /* No attached cache: there is nothing to hand over. */
+  CHECK(kvtier_sequence_export(client, sequence, &buffer, NULL, NULL, 0, &token) == KVTIER_E_BAD_STATE);
+  CHECK(strstr(kvtier_client_last_error(client), "attach") != NULL);
+  CHECK(kvtier_sequence_adopt(client, 1, NULL) == KVTIER_E_INVALID_ARGUMENT);
+  adopted.struct_size = 4; /* smaller than the first release's struct */
+  CHECK(kvtier_sequence_adopt(client, 1, &adopted) == KVTIER_E_INVALID_ARGUMENT);
+  return 0;
+}
+
 static int offline(void) {
   kvtier_connect_options options;
   kvtier_client* client = NULL;
   if (option_defaults() != 0) return 1;
+  if (handoff_offline() != 0) return 1;
   CHECK(strcmp(kvtier_status_string(KVTIER_OK), "ok") == 0);
   CHECK(strcmp(kvtier_status_string(KVTIER_E_VERSION_MISMATCH), "version_mismatch") == 0);
   CHECK(strcmp(kvtier_status_string((kvtier_status)999), "unknown") == 0);
@@ -102,6 +153,7 @@ static int online(const char* socket_path) {
     CHECK(old_counters.score_records_pushed == 2);
     CHECK(old_counters.backpressure_tokens == 0xABABABABABABABABull); /* nothing written past it */
   }
+  if (handoff_online(client, sequence) != 0) return 1;
   CHECK(kvtier_sequence_close(client, sequence) == KVTIER_OK);
   CHECK(kvtier_sequence_close(client, sequence) == KVTIER_E_NOT_FOUND);
   kvtier_client_free(client);

@@ -83,6 +83,21 @@ class EvictionMode(enum.IntEnum):
     PAPER_PROTOTYPE = 2
     """ratios over GPU-resident tokens only"""
 
+class Handoff(enum.IntEnum):
+    NONE = 0
+
+    EXPORTED = 1
+    """frozen in its exporter, waiting for an adopter"""
+
+    ADOPTING = 2
+    """the adopter's hand-off plan is in flight"""
+
+    HANDED_OFF = 3
+    """adopted: the exporter's copy holds nothing"""
+
+    ADOPTED = 4
+    """this copy came from another process"""
+
 class Backend(enum.IntEnum):
     CPU = 0
 
@@ -279,6 +294,10 @@ class SequenceInfo:
 
     @property
     def int8_ratio(self) -> float: ...
+
+    @property
+    def handoff(self) -> Handoff:
+        """Hand-off state (sequences moved between engine processes)."""
 
 class ClientInfo:
     """One connected client (admin status)."""

@@ -90,7 +90,8 @@ void bind_status(nb::module_& m) {
       .def_ro("hbm_ratio", &SequenceInfo::hbm_ratio)
       .def_ro("evict_ratio", &SequenceInfo::evict_ratio)
       .def_ro("mode", &SequenceInfo::mode)
-      .def_ro("int8_ratio", &SequenceInfo::int8_ratio);
+      .def_ro("int8_ratio", &SequenceInfo::int8_ratio)
+      .def_ro("handoff", &SequenceInfo::handoff, "Hand-off state (sequences moved between engine processes).");
   nb::class_<ClientInfo>(m, "ClientInfo", "One connected client (admin status).")
       .def_ro("client_id", &ClientInfo::client_id)
       .def_ro("pid", &ClientInfo::pid)
@@ -169,6 +170,12 @@ void bind_enums(nb::module_& m) {
       .value("CUMULATIVE", KVTIER_EVICT_CUMULATIVE, "evict_ratio = fraction of the managed chain ever destroyed")
       .value("PAPER_ALGORITHM", KVTIER_EVICT_PAPER_ALGORITHM, "evict_ratio re-applied every round (compounds)")
       .value("PAPER_PROTOTYPE", KVTIER_EVICT_PAPER_PROTOTYPE, "ratios over GPU-resident tokens only");
+  nb::enum_<kvtier_handoff>(m, "Handoff", nb::is_arithmetic(), "A sequence's hand-off state (kvtier_handoff).")
+      .value("NONE", KVTIER_HANDOFF_NONE)
+      .value("EXPORTED", KVTIER_HANDOFF_EXPORTED, "frozen in its exporter, waiting for an adopter")
+      .value("ADOPTING", KVTIER_HANDOFF_ADOPTING, "the adopter's hand-off plan is in flight")
+      .value("HANDED_OFF", KVTIER_HANDOFF_HANDED_OFF, "adopted: the exporter's copy holds nothing")
+      .value("ADOPTED", KVTIER_HANDOFF_ADOPTED, "this copy came from another process");
   nb::enum_<kvtier_backend>(m, "Backend", nb::is_arithmetic())
       .value("CPU", KVTIER_BACKEND_CPU)
       .value("CUDA", KVTIER_BACKEND_CUDA);

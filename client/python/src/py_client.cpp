@@ -244,7 +244,9 @@ DaemonStatus PyClient::daemon_status() {
       const kvtier_sequence_info& s = c.sequences[j];
       info.sequences.push_back(SequenceInfo{s.sequence_id, s.prompt_length, s.tokens, s.tokens_t0, s.tokens_t1,
                                             s.tokens_t2, s.tokens_t3, s.destroyed_fraction, s.hbm_ratio,
-                                            s.evict_ratio, s.mode, s.int8_ratio});
+                                            s.evict_ratio, s.mode, s.int8_ratio,
+                                            // A state this build does not know would not convert.
+                                            s.handoff <= KVTIER_HANDOFF_ADOPTED ? s.handoff : KVTIER_HANDOFF_NONE});
     }
     out.clients.push_back(std::move(info));
   }

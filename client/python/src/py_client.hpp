@@ -71,6 +71,7 @@ struct SequenceInfo {
   double destroyed_fraction, hbm_ratio, evict_ratio;
   kvtier_eviction_mode mode;
   double int8_ratio;
+  kvtier_handoff handoff;
 };
 
 struct ClientInfo {

@@ -1,9 +1,11 @@
 // Device discovery and the RAII owners of device.hpp.
 #include "kvtier/kernels/cuda/device.hpp"
 
+#include <map>
 #include <utility>
 
 #include "cuda_check.hpp"
+#include "kvtier/kernels/cuda/ipc.hpp"
 
 namespace kvtier::kernels::cuda {
 namespace {
@@ -210,6 +212,51 @@ Status Event::record(std::uintptr_t stream) {
 Status Event::synchronize() const {
   KVTIER_CUDA_CHECK(cudaEventSynchronize(as_event(handle_)));
   return {};
+}
+
+Result<IpcHandle> export_ipc_handle(std::uintptr_t device_address) { return export_device_buffer(device_address); }
+
+// The caches map each buffer once; the counts say how many opens still use it.
+struct PeerBuffers::Impl {
+  IpcBufferCache ipc{make_cuda_ipc_opener()};
+  VmmBufferCache vmm{make_cuda_vmm_opener()};
+  std::map<IpcHandle, std::size_t> ipc_refs;
+  std::map<VmmBufferKey, std::size_t> vmm_refs;
+};
+
+PeerBuffers::PeerBuffers() : impl_(std::make_unique<Impl>()) {}
+PeerBuffers::~PeerBuffers() = default;
+PeerBuffers::PeerBuffers(PeerBuffers&& other) noexcept = default;
+PeerBuffers& PeerBuffers::operator=(PeerBuffers&& other) noexcept = default;
+
+Result<std::uintptr_t> PeerBuffers::open_ipc(const IpcHandle& handle) {
+  if (!impl_) impl_ = std::make_unique<Impl>();
+  auto address = impl_->ipc.open(handle);
+  if (address) ++impl_->ipc_refs[handle];
+  return address;
+}
+
+Result<std::uintptr_t> PeerBuffers::open_vmm(const VmmBufferKey& key, int fd, std::size_t bytes) {
+  if (!impl_) impl_ = std::make_unique<Impl>();
+  auto address = impl_->vmm.open(key, fd, bytes);
+  if (address) ++impl_->vmm_refs[key];
+  return address;
+}
+
+void PeerBuffers::release_ipc(const IpcHandle& handle) noexcept {
+  if (!impl_) return;
+  auto it = impl_->ipc_refs.find(handle);
+  if (it == impl_->ipc_refs.end() || --it->second != 0) return;
+  impl_->ipc_refs.erase(it);
+  (void)impl_->ipc.close(handle);
+}
+
+void PeerBuffers::release_vmm(const VmmBufferKey& key) noexcept {
+  if (!impl_) return;
+  auto it = impl_->vmm_refs.find(key);
+  if (it == impl_->vmm_refs.end() || --it->second != 0) return;
+  impl_->vmm_refs.erase(it);
+  (void)impl_->vmm.close(key);
 }
 
 }  // namespace kvtier::kernels::cuda

@@ -68,4 +68,18 @@ Event& Event::operator=(Event&& other) noexcept {
 Status Event::record(std::uintptr_t) { return tl::unexpected(unavailable()); }
 Status Event::synchronize() const { return tl::unexpected(unavailable()); }
 
+Result<IpcHandle> export_ipc_handle(std::uintptr_t) { return tl::unexpected(unavailable()); }
+
+struct PeerBuffers::Impl {};
+PeerBuffers::PeerBuffers() = default;
+PeerBuffers::~PeerBuffers() = default;
+PeerBuffers::PeerBuffers(PeerBuffers&& other) noexcept = default;
+PeerBuffers& PeerBuffers::operator=(PeerBuffers&& other) noexcept = default;
+Result<std::uintptr_t> PeerBuffers::open_ipc(const IpcHandle&) { return tl::unexpected(unavailable()); }
+Result<std::uintptr_t> PeerBuffers::open_vmm(const VmmBufferKey&, int, std::size_t) {
+  return tl::unexpected(unavailable());
+}
+void PeerBuffers::release_ipc(const IpcHandle&) noexcept {}
+void PeerBuffers::release_vmm(const VmmBufferKey&) noexcept {}
+
 }  // namespace kvtier::kernels::cuda

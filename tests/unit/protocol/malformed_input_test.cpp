@@ -35,6 +35,15 @@ std::uint64_t visit(wire::ClientMessage::Reader m) {
     case wire::ClientMessage::OPEN_SEQUENCE: sum += m.getOpenSequence().getPromptLength(); break;
     case wire::ClientMessage::CLOSE_SEQUENCE: sum += m.getCloseSequence().getSequenceId(); break;
     case wire::ClientMessage::STATUS_REQUEST: (void)m.getStatusRequest(); break;
+    case wire::ClientMessage::EXPORT_SEQUENCE: {
+      auto e = m.getExportSequence();
+      auto c = e.getCache();
+      sum += e.getSequenceId() + c.getBytes() + c.getIpcHandle().size() + c.getKOffsets().size() +
+             e.getT0Positions().size() + e.getT0Slots().size();
+      for (auto offset : c.getVOffsets()) sum += offset;
+      break;
+    }
+    case wire::ClientMessage::ADOPT_SEQUENCE: sum += m.getAdoptSequence().getHandoffToken(); break;
   }
   return sum;
 }
@@ -59,6 +68,12 @@ std::uint64_t visit(wire::DaemonMessage::Reader m) {
         sum += c.getName().size() + c.getModelName().size() + c.getErrors();
         for (auto q : c.getSequences()) sum += q.getTokens() + q.getTokensT3();
       }
+      break;
+    }
+    case wire::DaemonMessage::SEQUENCE_EXPORTED: sum += m.getSequenceExported().getHandoffToken(); break;
+    case wire::DaemonMessage::SEQUENCE_ADOPTED: {
+      auto a = m.getSequenceAdopted();
+      sum += a.getPositions() + a.getCache().getKOffsets().size() + a.getCache().getIpcHandle().size();
       break;
     }
   }

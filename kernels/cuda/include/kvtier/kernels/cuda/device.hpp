@@ -9,8 +9,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "kvtier/kernels/cuda/ipc_cache.hpp"
+#include "kvtier/kernels/cuda/vmm_cache.hpp"
 #include "kvtier/protocol/error.hpp"
 
 namespace kvtier::kernels::cuda {
@@ -112,6 +115,40 @@ class Event {
 
  private:
   std::uintptr_t handle_ = 0;
+};
+
+// ---- peer buffers: device memory shared with another process (sequence hand-off) ----------
+
+// The CUDA IPC handle of the cudaMalloc allocation that starts at `device_address`
+// (ipc.hpp: export_device_buffer). kUnavailable with CUDA's reason, or "no CUDA device: ...".
+Result<IpcHandle> export_ipc_handle(std::uintptr_t device_address);
+
+// Another process's device buffers opened in this one, by CUDA IPC handle (an IpcBufferCache over
+// make_cuda_ipc_opener) or by cuMem POSIX fd and the exporter's (pid, buffer id) (a VmmBufferCache
+// over make_cuda_vmm_opener). Opens are counted per buffer: the same buffer opened twice maps once
+// (the driver refuses a second open of one IPC handle) and is unmapped by the last release. The
+// destructor unmaps everything still open. Without CUDA every open is kUnavailable "no CUDA
+// device: ...". Precondition of a release: no queued work still reads the buffer.
+class PeerBuffers {
+ public:
+  PeerBuffers();
+  ~PeerBuffers();
+  PeerBuffers(PeerBuffers&& other) noexcept;
+  PeerBuffers& operator=(PeerBuffers&& other) noexcept;
+  PeerBuffers(const PeerBuffers&) = delete;
+  PeerBuffers& operator=(const PeerBuffers&) = delete;
+
+  // The local device address of the buffer's start. Errors as IpcBufferCache::open.
+  Result<std::uintptr_t> open_ipc(const IpcHandle& handle);
+  // `fd` is borrowed (the mapping outlives it). Errors as VmmBufferCache::open.
+  Result<std::uintptr_t> open_vmm(const VmmBufferKey& key, int fd, std::size_t bytes);
+  // Drops one open of the buffer; unmaps it with the last. Unknown buffers are ignored.
+  void release_ipc(const IpcHandle& handle) noexcept;
+  void release_vmm(const VmmBufferKey& key) noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace kvtier::kernels::cuda

@@ -1,0 +1,139 @@
+// Sequence hand-off through real processes: kvtier-handoff-peer --role export tiers a sequence
+// (some tokens to T1, T2 or T3) against the real kvtierd, exports it and writes the token; a
+// second peer process adopts it, executes the hand-off plan (the T0 rows copied out of the
+// exporter's cache, mapped from the fd or CUDA IPC handle kvtierd passed on; the T1 rows and T2
+// blocks copied by kvtierd into the adopter's pools) and checks every row against the values the
+// exporter wrote, then keeps decoding on the adopted sequence. Runs once per backend; the cuda
+// instances skip with the peer's "no CUDA device: ..." where there is none.
+#include <cctype>
+#include <fstream>
+#include <tuple>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "workload_run.hpp"
+
+namespace kvtier::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+#define KVTIER_TEST_HANDOFF_PEER ::kvtier::testing::test_binary(KVTIER_TEST_HANDOFF_PEER_PATH)
+
+std::string test_name() {
+  std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return name;
+}
+
+// Why the peer cannot run on `backend` here (its "no CUDA device: ..." line), or empty.
+std::string peer_unavailable(const std::string& backend) {
+  const CommandResult probe = run_command({KVTIER_TEST_HANDOFF_PEER, "--backend", backend, "--probe"});
+  if (probe.exit_code != 4) return {};
+  const auto at = probe.out.find("no CUDA device");
+  return probe.out.substr(at == std::string::npos ? 0 : at);
+}
+
+WorkloadRun finished(ChildProcess& child, const std::filesystem::path& log) {
+  WorkloadRun run;
+  run.exit_code = child.wait(std::chrono::seconds(120)).value_or(-1);
+  std::ifstream in(log);
+  run.out.assign(std::istreambuf_iterator<char>(in), {});
+  const auto at = run.out.find("summary ");
+  if (at == std::string::npos) return run;
+  std::istringstream line(run.out.substr(at + 8, run.out.find('\n', at) - at - 8));
+  for (std::string item; line >> item;) {
+    if (const auto eq = item.find('='); eq != std::string::npos) run.summary[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return run;
+}
+
+struct Pair {
+  WorkloadRun exporter, adopter;
+};
+
+// Runs an exporter and an adopter against `daemon`; `exporter_args` shape the exported sequence.
+Pair hand_off(const DaemonUnderTest& daemon, const std::string& backend, std::vector<std::string> exporter_args,
+              std::vector<std::string> adopter_args = {}) {
+  const auto token = daemon.dir() / "token", done = daemon.dir() / "done";
+  const std::vector<std::string> common = {"--socket", daemon.socket().string(), "--backend", backend,
+                                           "--token-file", token.string(), "--done-file", done.string()};
+  std::vector<std::string> exporter = {KVTIER_TEST_HANDOFF_PEER, "--role", "export"};
+  exporter.insert(exporter.end(), common.begin(), common.end());
+  exporter.insert(exporter.end(), exporter_args.begin(), exporter_args.end());
+  std::vector<std::string> adopter = {KVTIER_TEST_HANDOFF_PEER, "--role", "adopt", "--steps", "48"};
+  adopter.insert(adopter.end(), common.begin(), common.end());
+  adopter.insert(adopter.end(), adopter_args.begin(), adopter_args.end());
+  ChildProcess a = ChildProcess::spawn(exporter, daemon.dir() / "exporter.log");
+  ChildProcess b = ChildProcess::spawn(adopter, daemon.dir() / "adopter.log");
+  Pair out;
+  out.adopter = finished(b, daemon.dir() / "adopter.log");
+  out.exporter = finished(a, daemon.dir() / "exporter.log");
+  return out;
+}
+
+using Case = std::tuple<std::string, std::string>;  // backend, what the exported sequence holds
+
+class HandsOff : public ::testing::TestWithParam<Case> {};
+
+TEST_P(HandsOff, EveryLiveTokenArrivesExactAndTheAdopterKeepsTiering) {
+  const auto [backend, holds] = GetParam();
+  if (const std::string why = peer_unavailable(backend); !why.empty()) GTEST_SKIP() << why;
+  std::vector<std::string> args = {"--prompt", "40", "--steps", "160", "--interval", "8", "--beta", "0.4"};
+  std::vector<std::string> adopter_args;
+  if (holds == "t2") {
+    args.insert(args.end(), {"--int8-pool-tokens", "256", "--int8-ratio", "0.5"});
+    adopter_args = {"--int8-pool-tokens", "256"};
+  }
+  if (holds == "t3") args.insert(args.end(), {"--evict", "0.1"});
+  DaemonUnderTest daemon(test_name());
+  const Pair run = hand_off(daemon, backend, args, adopter_args);
+  ASSERT_EQ(run.exporter.exit_code, 0) << run.exporter.out << daemon.log();
+  ASSERT_EQ(run.adopter.exit_code, 0) << run.adopter.out << daemon.log();
+  const WorkloadRun& from = run.exporter;
+  const WorkloadRun& to = run.adopter;
+  // The exported sequence really was tiered, and every part of it arrived where it was.
+  EXPECT_GT(from.number("t0"), 0);
+  EXPECT_GT(from.number("t1"), 0);
+  EXPECT_EQ(to.number("peer_rows"), from.number("t0"));
+  EXPECT_EQ(to.number("t1_rows"), from.number("t1"));
+  EXPECT_EQ(to.number("t2_rows"), from.number("t2"));
+  EXPECT_EQ(to.number("t3"), from.number("t3"));
+  if (holds == "t2") {
+    EXPECT_GT(from.number("t2"), 0);
+  }
+  if (holds == "t3") {
+    EXPECT_GT(from.number("t3"), 0);
+  }
+  // Bit-identical T0/T1 rows, T2 within the int8 bound, nothing lost or named twice.
+  EXPECT_EQ(to.number("mismatches"), 0);
+  EXPECT_EQ(to.number("lost"), 0);
+  // The adopted sequence is an ordinary one now: it decoded on and got plans of its own.
+  EXPECT_EQ(to.number("steps"), 48);
+  EXPECT_GT(to.number("plans"), 1);
+  EXPECT_THAT(daemon.log(), HasSubstr("event=handoff_resolved"));
+  EXPECT_THAT(daemon.log(), HasSubstr("applied=true"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Handoff, HandsOff,
+                         ::testing::Combine(::testing::Values("cpu", "cuda"), ::testing::Values("t1", "t2", "t3")),
+                         [](const ::testing::TestParamInfo<Case>& c) {
+                           return std::get<0>(c.param) + "_" + std::get<1>(c.param);
+                         });
+
+TEST(Handoff, AnUnknownTokenIsRefusedAndTheAdopterKeepsItsSession) {
+  DaemonUnderTest daemon(test_name());
+  const auto token = daemon.dir() / "token";
+  std::ofstream(token) << "12345\n";
+  const CommandResult run = run_command({KVTIER_TEST_HANDOFF_PEER, "--role", "adopt", "--socket",
+                                         daemon.socket().string(), "--token-file", token.string(), "--done-file",
+                                         (daemon.dir() / "done").string(), "--expect-error", "not_found"},
+                                        std::chrono::seconds(60));
+  ASSERT_EQ(run.exit_code, 0) << run.out << daemon.log();
+  EXPECT_THAT(run.out, HasSubstr("no sequence is waiting for an adopter"));
+  EXPECT_THAT(daemon.log(), ::testing::Not(HasSubstr("event=session_error")));
+}
+
+}  // namespace
+}  // namespace kvtier::testing

@@ -1,0 +1,455 @@
+// kvtier-handoff-peer: one side of a sequence hand-off between two engine processes, over a
+// synthetic KV cache (handoff_peer_cache.hpp: 4 layers, 2 KV heads, head_dim 16, f32, every
+// element a hash of its coordinates in [-1, 1]), for the integration tests and the demo.
+//
+//   --role export --prompt P --steps N: registers, opens a sequence (slot = position, P + N slots in
+//     ONE allocation: a memfd on cpu, one cudaMalloc on cuda), writes the prompt, runs N decode
+//     steps (rows, scores that keep sinks and recent tokens high, step_end, plans executed and
+//     acknowledged), drains plans until none came for 200 ms, exports with its T0 list (retrying
+//     after applying pending plans on bad_state), writes the token to --token-file atomically,
+//     waits for --done-file (60 s), closes the sequence.
+//   --role adopt --steps M: waits for --token-file, adopts, attaches its own cache (positions + M
+//     slots), executes and acknowledges the hand-off plan, checks every row (TPEER -> T0 rows and
+//     staged T1 rows bit-identical, T2 rows within the int8 bound, no position named twice or out
+//     of range), writes --done-file, then runs M more decode steps re-checking each one. A token
+//     that was ever in T2 holds dequantized values from then on (in T0 and T1 too): it is checked
+//     against the bound times its stays in T2, which the exporter writes to <token-file>.quantized.
+//   --role adopt --expect-error CODE: the adopt must fail with that status name (e.g.
+//     not_found); exit 0 when it does.
+//
+// Prints `summary role=export t0= t1= t2= t3= plans=` or `summary role=adopt peer_rows= t1_rows=
+// t2_rows= t3= mismatches= lost= steps= plans=`. Exit: 0 ok, 1 failure (the call and
+// kvtier_client_last_error on stderr), 2 usage, 3 daemon unreachable, 4 --backend cuda without a
+// usable device (--probe checks only that), 6 a row mismatch or a lost / duplicate position.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "handoff_peer_cache.hpp"
+#include "kvtier/kernels/cuda/device.hpp"
+#include "kvtier/kvtier.hpp"
+
+namespace {
+
+using kvtier::workload::PeerCache;
+using Clock = std::chrono::steady_clock;
+constexpr std::uint8_t kUnseen = 0xFF;  // a position no plan has named (adopter) / not written
+// Asymmetric min-max u8 codes over values in [-1, 1]: half a step of 2/255, plus float slack.
+constexpr float kInt8Bound = 2.0f / 255.0f / 2.0f + 1e-6f;
+
+struct Options {
+  std::string role, socket, token_file, done_file, expect_error;
+  std::optional<std::uint64_t> token;
+  unsigned prompt = 64, steps = 64, pool_tokens = 0, int8_pool_tokens = 0;
+  bool probe = false;
+  kvtier_backend backend = KVTIER_BACKEND_CPU;
+  kvtier_sequence_options tiering{};
+};
+
+struct Failed {
+  int code;
+};
+
+void check(const kvtier::Client& client, const char* what, kvtier_status status) {
+  if (status == KVTIER_OK) return;
+  std::fprintf(stderr, "kvtier-handoff-peer: %s: %s: %s\n", what, kvtier_status_string(status),
+               client ? client.last_error().c_str() : kvtier_client_last_error(nullptr));
+  throw Failed{status == KVTIER_E_UNAVAILABLE ? 3 : 1};
+}
+
+void check(const kvtier::Status& status, const char* what) {
+  if (status) return;
+  std::fprintf(stderr, "kvtier-handoff-peer: %s: %s\n", what, status.error().message.c_str());
+  throw Failed{1};
+}
+
+bool parse(int argc, char** argv, Options& o) {
+  kvtier_sequence_options_init(&o.tiering);
+  o.tiering.use_defaults = 0;  // small windows so a short run tiers at all
+  o.tiering.window_tokens = 16;
+  o.tiering.interval = 8;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--probe") { o.probe = true; continue; }
+    if (i + 1 >= argc) return false;
+    const char* v = argv[++i];
+    const auto u = [v] { return static_cast<unsigned>(std::strtoul(v, nullptr, 10)); };
+    if (arg == "--role") o.role = v;
+    else if (arg == "--socket") o.socket = v;
+    else if (arg == "--token-file") o.token_file = v;
+    else if (arg == "--done-file") o.done_file = v;
+    else if (arg == "--token") o.token = std::strtoull(v, nullptr, 10);
+    else if (arg == "--expect-error") o.expect_error = v;
+    else if (arg == "--prompt") o.prompt = u();
+    else if (arg == "--steps") o.steps = u();
+    else if (arg == "--pool-tokens") o.pool_tokens = u();
+    else if (arg == "--int8-pool-tokens") o.int8_pool_tokens = u();
+    else if (arg == "--beta") o.tiering.hbm_ratio = std::strtod(v, nullptr);
+    else if (arg == "--evict") o.tiering.evict_ratio = std::strtod(v, nullptr);
+    else if (arg == "--interval") o.tiering.interval = u();
+    else if (arg == "--window") o.tiering.window_tokens = u();
+    else if (arg == "--sinks") o.tiering.sink_tokens = u();
+    else if (arg == "--int8-ratio") o.tiering.int8_ratio = std::strtod(v, nullptr);
+    else if (arg == "--backend") {
+      if (std::strcmp(v, "cpu") != 0 && std::strcmp(v, "cuda") != 0) return false;
+      o.backend = std::strcmp(v, "cuda") == 0 ? KVTIER_BACKEND_CUDA : KVTIER_BACKEND_CPU;
+    } else return false;
+  }
+  if (o.probe) return true;
+  if (o.role == "export") return !o.token_file.empty() && !o.done_file.empty() && o.prompt > 0;
+  if (o.role == "adopt") return !o.expect_error.empty() ? (o.token || !o.token_file.empty()) : !o.token_file.empty();
+  return false;
+}
+
+bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (::access(path.c_str(), F_OK) != 0) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text << '\n';
+    if (!out.flush()) {
+      std::fprintf(stderr, "kvtier-handoff-peer: cannot write %s\n", tmp.c_str());
+      throw Failed{1};
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::fprintf(stderr, "kvtier-handoff-peer: cannot rename %s to %s\n", tmp.c_str(), path.c_str());
+    throw Failed{1};
+  }
+}
+
+// One sequence of this process: its cache, each position's tier as the plans said, counters.
+struct Engine {
+  kvtier::Client& client;
+  std::uint32_t sequence;
+  PeerCache& cache;
+  std::vector<std::uint8_t> tiers;  // by position
+  // Times each position entered T2: its rows are exact only while 0; every stay in T2 adds at
+  // most one int8 rounding (slightly more the second time: the range may exceed [-1, 1]).
+  std::vector<std::uint8_t> quantized;
+  unsigned plans = 0, peer_rows = 0, mismatches = 0, lost = 0;
+
+  float bound(std::uint32_t position) const {
+    const unsigned q = position < quantized.size() ? quantized[position] : 0;
+    return q == 0 ? 0.0f : kInt8Bound * 1.01f * static_cast<float>(q);
+  }
+
+  // Executes (hbm slot = position) and acknowledges one plan; counts what the moves say.
+  void apply(const kvtier_plan& plan) {
+    if (plan.sequence != sequence) {
+      std::fprintf(stderr, "kvtier-handoff-peer: plan %llu for sequence %u, not %u\n",
+                   static_cast<unsigned long long>(plan.epoch), plan.sequence, sequence);
+      throw Failed{1};
+    }
+    std::vector<std::uint32_t> hbm(plan.move_count);
+    for (std::size_t i = 0; i < plan.move_count; ++i) {
+      const kvtier_plan_move& m = plan.moves[i];
+      hbm[i] = m.position;
+      if (m.position >= tiers.size()) {
+        std::fprintf(stderr, "kvtier-handoff-peer: plan names position %u beyond %zu\n", m.position, tiers.size());
+        ++lost;
+        hbm[i] = KVTIER_NO_SLOT;
+        continue;
+      }
+      if (m.from_tier == KVTIER_TPEER && tiers[m.position] != kUnseen) {
+        std::fprintf(stderr, "kvtier-handoff-peer: hand-off names position %u twice\n", m.position);
+        ++lost;
+      }
+      tiers[m.position] = m.to_tier;
+      if (m.to_tier == KVTIER_T2 && m.from_tier != KVTIER_TPEER) {
+        if (quantized.size() <= m.position) quantized.resize(m.position + 1, 0);
+        ++quantized[m.position];
+      }
+      if (m.from_tier == KVTIER_TPEER && m.to_tier == KVTIER_T0) ++peer_rows;
+    }
+    check(client, "execute", client.execute_plan(plan, hbm));
+    check(client, "ack", client.ack_plan(plan.epoch, true));
+    ++plans;
+  }
+  // Applies every plan arriving within `timeout` of the previous one; false when none came.
+  bool drain(std::chrono::milliseconds timeout) {
+    bool any = false;
+    kvtier_plan plan{};
+    for (kvtier_status st; (st = client.poll_plan(timeout, plan)) != KVTIER_E_TIMEOUT; any = true) {
+      check(client, "poll", st);
+      apply(plan);
+    }
+    return any;
+  }
+  // One decode step at `position`: the row, scores over [0, position] (sinks and the newest 16
+  // high, the rest low and uneven, evicted 0), step_end.
+  void decode(std::uint32_t position, std::uint32_t step) {
+    if (tiers.size() <= position) tiers.resize(position + 1, kUnseen);
+    check(cache.write(position, position), "write row");
+    tiers[position] = KVTIER_T0;
+    std::vector<float> scores(position + 1);
+    for (std::uint32_t p = 0; p <= position; ++p) {
+      const bool hot = p < 4 || position - p < 16;
+      scores[p] = tiers[p] == KVTIER_T3 ? 0.0f : hot ? 1.0f : 0.001f * static_cast<float>(1 + (p * 2654435761u >> 28));
+    }
+    check(client, "push scores", client.push_scores(sequence, step, 0, scores));
+    check(client, "step_end", client.step_end(sequence, step));
+  }
+  bool row_ok(const float* k, const float* v, std::uint32_t position, std::uint32_t layer, std::uint32_t head,
+              float bound) const {
+    for (std::uint32_t d = 0; d < kvtier::workload::kPeerDim; ++d) {
+      const float ek = kvtier::workload::kv_value(position, layer, false, head, d);
+      const float ev = kvtier::workload::kv_value(position, layer, true, head, d);
+      if (bound == 0.0f ? (std::memcmp(&k[d], &ek, 4) != 0 || std::memcmp(&v[d], &ev, 4) != 0)
+                        : (std::fabs(k[d] - ek) > bound || std::fabs(v[d] - ev) > bound)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  void mismatch(const char* what, std::uint32_t position, std::uint32_t layer) {
+    if (mismatches++ < 5) std::fprintf(stderr, "kvtier-handoff-peer: %s row of position %u layer %u differs\n", what, position, layer);
+  }
+  // Every T0 row in the cache and every staged row (position order) against the generated values.
+  void verify(kvtier_backend backend) {
+    using kvtier::workload::kPeerHeads;
+    check(cache.refresh(), "download cache");
+    std::size_t expected_staged = 0;
+    for (std::uint32_t p = 0; p < tiers.size(); ++p) {
+      if (tiers[p] == KVTIER_T1 || tiers[p] == KVTIER_T2) ++expected_staged;
+      if (tiers[p] != KVTIER_T0) continue;
+      for (std::uint32_t l = 0; l < kvtier::workload::kPeerLayers; ++l) {
+        for (std::uint32_t h = 0; h < kPeerHeads; ++h) {
+          if (!row_ok(cache.head(l, false, h, p), cache.head(l, true, h, p), p, l, h, bound(p))) mismatch("T0", p, l);
+        }
+      }
+    }
+    std::size_t rows = 0, bytes = 0;
+    check(client, "t1_rows", client.t1_rows(sequence, rows, bytes));
+    if (rows != expected_staged) {
+      std::fprintf(stderr, "kvtier-handoff-peer: %zu staged rows, the plans say %zu\n", rows, expected_staged);
+      ++lost;
+    }
+    std::vector<std::byte> host(bytes);
+    kvtier::kernels::cuda::DeviceBuffer device;
+    if (backend == KVTIER_BACKEND_CUDA && bytes != 0) {
+      auto made = kvtier::kernels::cuda::DeviceBuffer::allocate(bytes);
+      check(made ? kvtier::Status{} : kvtier::Status(tl::unexpected(made.error())), "staging buffer");
+      device = std::move(*made);
+    }
+    const std::size_t half = kPeerHeads * kvtier::workload::kPeerDim * sizeof(float);
+    for (std::uint32_t l = 0; l < kvtier::workload::kPeerLayers && bytes != 0; ++l) {
+      kvtier_staged_layer staged{};
+      void* target = device.address() != 0 ? reinterpret_cast<void*>(device.address()) : host.data();
+      check(client, "stage_layer",
+            kvtier_stage_layer(client.get(), sequence, l, KVTIER_STAGE_POSITION_ORDER, target, bytes, &staged));
+      std::vector<std::byte> k(staged.rows * half), v(staged.rows * half);
+      if (device.address() != 0) {
+        check(kvtier::kernels::cuda::copy_to_host(k.data(), reinterpret_cast<std::uintptr_t>(staged.k), k.size()), "download K");
+        check(kvtier::kernels::cuda::copy_to_host(v.data(), reinterpret_cast<std::uintptr_t>(staged.v), v.size()), "download V");
+      } else {
+        std::memcpy(k.data(), staged.k, k.size());
+        std::memcpy(v.data(), staged.v, v.size());
+      }
+      for (std::size_t i = 0; i < staged.rows; ++i) {
+        const std::uint32_t p = staged.positions[i];
+        const bool t2 = p < tiers.size() && tiers[p] == KVTIER_T2;
+        if (p >= tiers.size() || (tiers[p] != KVTIER_T1 && !t2)) {
+          std::fprintf(stderr, "kvtier-handoff-peer: staged position %u is not T1/T2\n", p);
+          ++lost;
+          continue;
+        }
+        for (std::uint32_t h = 0; h < kPeerHeads; ++h) {
+          const auto* kh = reinterpret_cast<const float*>(k.data() + i * half) + h * kvtier::workload::kPeerDim;
+          const auto* vh = reinterpret_cast<const float*>(v.data() + i * half) + h * kvtier::workload::kPeerDim;
+          if (!row_ok(kh, vh, p, l, h, bound(p))) mismatch(t2 ? "T2" : "T1", p, l);
+        }
+      }
+    }
+  }
+  unsigned count(std::uint8_t tier) const {
+    unsigned n = 0;
+    for (std::uint8_t t : tiers) n += t == tier ? 1 : 0;
+    return n;
+  }
+};
+
+kvtier_model_geometry geometry(const Options& o, unsigned pool_tokens) {
+  kvtier_model_geometry g;
+  kvtier_model_geometry_init(&g);
+  g.num_layers = kvtier::workload::kPeerLayers;
+  g.num_kv_heads = kvtier::workload::kPeerHeads;
+  g.head_dim = kvtier::workload::kPeerDim;
+  g.dtype = KVTIER_DTYPE_F32;
+  g.model_name = "handoff-peer-4L";
+  g.pool_tokens = o.pool_tokens != 0 ? o.pool_tokens : pool_tokens;
+  g.int8_pool_tokens = o.int8_pool_tokens;
+  return g;
+}
+
+PeerCache make_cache(std::uint32_t slots, PeerCache::Memory memory) {
+  auto cache = PeerCache::create(slots, memory);
+  check(cache ? kvtier::Status{} : kvtier::Status(tl::unexpected(cache.error())), "cache");
+  return std::move(*cache);
+}
+
+int run_export(const Options& o, kvtier::Client& client) {
+  check(client, "register", client.register_model(geometry(o, o.prompt + o.steps)));
+  kvtier_sequence_options options = o.tiering;
+  options.prompt_length = o.prompt;
+  std::uint32_t sequence = 0;
+  check(client, "open", client.open_sequence(options, sequence));
+  PeerCache cache = make_cache(o.prompt + o.steps, o.backend == KVTIER_BACKEND_CUDA ? PeerCache::Memory::kDevice
+                                                                                     : PeerCache::Memory::kHostFd);
+  check(client, "attach", client.attach_cache(sequence, cache.layout()));
+  Engine engine{client, sequence, cache, std::vector<std::uint8_t>(o.prompt, KVTIER_T0), {}};
+  std::vector<float> prefill(o.prompt, 1.0f / static_cast<float>(o.prompt));
+  for (std::uint32_t p = 0; p < o.prompt; ++p) check(cache.write(p, p), "write prompt");
+  check(client, "push prompt scores", client.push_scores(sequence, 0, 0, prefill));
+  for (std::uint32_t step = 0; step < o.steps; ++step) {
+    engine.drain(std::chrono::milliseconds(0));
+    engine.decode(o.prompt + step, step);
+  }
+  while (engine.drain(std::chrono::milliseconds(200))) {
+  }
+  std::uint64_t token = 0;
+  for (int attempt = 0;; ++attempt) {
+    std::vector<std::uint32_t> t0;
+    for (std::uint32_t p = 0; p < engine.tiers.size(); ++p) {
+      if (engine.tiers[p] == KVTIER_T0) t0.push_back(p);
+    }
+    const kvtier_export_buffer buffer = cache.export_buffer();
+    const kvtier_status st =
+        kvtier_sequence_export(client.get(), sequence, &buffer, t0.data(), t0.data(), t0.size(), &token);
+    if (st != KVTIER_E_BAD_STATE || attempt >= 20) {
+      check(client, "export", st);
+      break;
+    }
+    engine.drain(std::chrono::milliseconds(50));  // a plan in flight: apply it, then export again
+  }
+  // The adopter checks rows against the generated values: tell it which ones were quantized.
+  std::string quantized;
+  for (std::uint32_t p = 0; p < engine.quantized.size(); ++p) {
+    if (engine.quantized[p] != 0) quantized += std::to_string(p) + " " + std::to_string(engine.quantized[p]) + "\n";
+  }
+  write_file_atomically(o.token_file + ".quantized", quantized);
+  write_file_atomically(o.token_file, std::to_string(token));
+  if (!wait_for_file(o.done_file, std::chrono::seconds(60))) {
+    std::fprintf(stderr, "kvtier-handoff-peer: no %s within 60 s\n", o.done_file.c_str());
+    return 1;
+  }
+  check(client, "close", client.close_sequence(sequence));
+  std::printf("summary role=export t0=%u t1=%u t2=%u t3=%u plans=%u\n", engine.count(KVTIER_T0),
+              engine.count(KVTIER_T1), engine.count(KVTIER_T2), engine.count(KVTIER_T3), engine.plans);
+  return 0;
+}
+
+std::uint64_t read_token(const Options& o) {
+  if (o.token) return *o.token;
+  if (!wait_for_file(o.token_file, std::chrono::seconds(60))) {
+    std::fprintf(stderr, "kvtier-handoff-peer: no %s within 60 s\n", o.token_file.c_str());
+    throw Failed{1};
+  }
+  std::ifstream in(o.token_file);
+  std::uint64_t token = 0;
+  if (!(in >> token)) {
+    std::fprintf(stderr, "kvtier-handoff-peer: %s holds no token\n", o.token_file.c_str());
+    throw Failed{1};
+  }
+  return token;
+}
+
+int run_adopt(const Options& o, kvtier::Client& client) {
+  check(client, "register", client.register_model(geometry(o, 4096)));
+  const std::uint64_t token = read_token(o);
+  kvtier_adopted adopted{};
+  adopted.struct_size = sizeof(adopted);
+  const kvtier_status st = kvtier_sequence_adopt(client.get(), token, &adopted);
+  if (!o.expect_error.empty()) {
+    std::printf("adopt: %s: %s\n", kvtier_status_string(st), client.last_error().c_str());
+    return st != KVTIER_OK && o.expect_error == kvtier_status_string(st) ? 0 : 1;
+  }
+  check(client, "adopt", st);
+  PeerCache cache = make_cache(adopted.positions + o.steps, o.backend == KVTIER_BACKEND_CUDA
+                                                                ? PeerCache::Memory::kDevice
+                                                                : PeerCache::Memory::kHost);
+  check(client, "attach", client.attach_cache(adopted.sequence, cache.layout()));
+  Engine engine{client, adopted.sequence, cache, std::vector<std::uint8_t>(adopted.positions, kUnseen), {}};
+  engine.quantized.resize(adopted.positions, 0);
+  std::ifstream quantized(o.token_file + ".quantized");
+  for (unsigned p = 0, times = 0; quantized >> p >> times;) {
+    if (p < adopted.positions) engine.quantized[p] = static_cast<std::uint8_t>(times);
+  }
+  kvtier_plan plan{};
+  check(client, "poll the hand-off plan", client.poll_plan(std::chrono::milliseconds(10000), plan));
+  engine.apply(plan);
+  // Positions named T0/T1/T2 plus those never named (evicted) make up `positions`: apply() counted
+  // any position named twice or beyond `positions` as lost.
+  const unsigned t1 = engine.count(KVTIER_T1), t2 = engine.count(KVTIER_T2), t3 = engine.count(kUnseen);
+  for (std::uint8_t& tier : engine.tiers) {
+    if (tier == kUnseen) tier = KVTIER_T3;
+  }
+  engine.verify(o.backend);
+  write_file_atomically(o.done_file, "done");
+  for (std::uint32_t j = 0; j < o.steps; ++j) {
+    engine.drain(std::chrono::milliseconds(0));
+    engine.decode(adopted.positions + j, adopted.positions + j);
+    engine.drain(std::chrono::milliseconds(0));
+    engine.verify(o.backend);
+  }
+  check(client, "close", client.close_sequence(adopted.sequence));
+  std::printf("summary role=adopt peer_rows=%u t1_rows=%u t2_rows=%u t3=%u mismatches=%u lost=%u steps=%u plans=%u\n",
+              engine.peer_rows, t1, t2, t3, engine.mismatches, engine.lost, o.steps, engine.plans);
+  return engine.mismatches + engine.lost != 0 ? 6 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, o)) {
+    std::fputs("usage: kvtier-handoff-peer [--probe] [--backend cpu|cuda] --socket S --token-file F --done-file D\n"
+               "  --role export --prompt P --steps N [--beta B] [--evict R] [--interval K] [--window W] [--sinks S]\n"
+               "                [--pool-tokens N] [--int8-pool-tokens N --int8-ratio R]\n"
+               "  --role adopt --steps M [--pool-tokens N] [--int8-pool-tokens N]\n"
+               "  --role adopt --expect-error CODE [--token T | --token-file F]\n",
+               stderr);
+    return 2;
+  }
+  if (o.backend == KVTIER_BACKEND_CUDA) {
+    if (o.int8_pool_tokens != 0) {
+      std::fputs("kvtier-handoff-peer: --backend cuda with --int8-pool-tokens: T2 rows need the CPU backend\n", stderr);
+      return 2;
+    }
+    if (const auto count = kvtier::kernels::cuda::device_count(); !count) {
+      std::fprintf(stderr, "kvtier-handoff-peer: %s\n", count.error().message.c_str());
+      return 4;
+    }
+  }
+  if (o.probe) {
+    const auto device = o.backend == KVTIER_BACKEND_CUDA ? kvtier::kernels::cuda::device_description()
+                                                         : kvtier::Result<std::string>(std::string("host memory"));
+    std::printf("backend %s: %s\n", o.backend == KVTIER_BACKEND_CUDA ? "cuda" : "cpu",
+                device ? device->c_str() : device.error().message.c_str());
+    return 0;
+  }
+  try {
+    kvtier::Client client;
+    check(client, "connect", client.connect(o.socket, "handoff-" + o.role));
+    return o.role == "export" ? run_export(o, client) : run_adopt(o, client);
+  } catch (const Failed& failed) {
+    return failed.code;
+  }
+}
