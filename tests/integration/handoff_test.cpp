@@ -122,6 +122,56 @@ INSTANTIATE_TEST_SUITE_P(Handoff, HandsOff,
                            return std::get<0>(c.param) + "_" + std::get<1>(c.param);
                          });
 
+TEST(Handoff, ARefusedHandOffReturnsTheSequenceToItsExporterAndTheTokenWorksAgain) {
+  DaemonUnderTest daemon(test_name());
+  const Pair run = hand_off(daemon, "cpu", {"--prompt", "40", "--steps", "120", "--beta", "0.4"}, {"--fail-first"});
+  ASSERT_EQ(run.exporter.exit_code, 0) << run.exporter.out << daemon.log();
+  ASSERT_EQ(run.adopter.exit_code, 0) << run.adopter.out << daemon.log();
+  EXPECT_EQ(run.adopter.number("failed_handoffs"), 1);
+  EXPECT_THAT(daemon.log(), HasSubstr("applied=false"));
+  EXPECT_THAT(daemon.log(), HasSubstr("applied=true"));
+  // The second hand-off carried the whole sequence: the refused one lost nothing.
+  EXPECT_GT(run.exporter.number("t1"), 0);
+  EXPECT_EQ(run.adopter.number("peer_rows"), run.exporter.number("t0"));
+  EXPECT_EQ(run.adopter.number("t1_rows"), run.exporter.number("t1"));
+  EXPECT_EQ(run.adopter.number("mismatches"), 0);
+  EXPECT_EQ(run.adopter.number("lost"), 0);
+}
+
+TEST(Handoff, AnAdopterThatDiesMidHandOffGivesTheSequenceBackForAnotherAdopter) {
+  DaemonUnderTest daemon(test_name());
+  const auto token = daemon.dir() / "token", done = daemon.dir() / "done";
+  const std::vector<std::string> common = {"--socket", daemon.socket().string(), "--token-file", token.string(),
+                                           "--done-file", done.string()};
+  std::vector<std::string> exporter = {KVTIER_TEST_HANDOFF_PEER, "--role", "export", "--prompt", "40", "--steps", "120",
+                                       "--beta", "0.4"};
+  exporter.insert(exporter.end(), common.begin(), common.end());
+  ChildProcess a = ChildProcess::spawn(exporter, daemon.dir() / "exporter.log");
+  std::vector<std::string> quitter = {KVTIER_TEST_HANDOFF_PEER, "--role", "adopt", "--exit-after-adopt"};
+  quitter.insert(quitter.end(), common.begin(), common.end());
+  const CommandResult gone = run_command(quitter, std::chrono::seconds(60));
+  ASSERT_EQ(gone.exit_code, 0) << gone.out << daemon.log();
+  ASSERT_THAT(gone.out, HasSubstr("abandoned=1"));
+  // The daemon fails the abandoned hand-off once the process is gone; the next adopter retries
+  // until the sequence is back.
+  WorkloadRun second;
+  ASSERT_TRUE(eventually(
+      [&] {
+        std::vector<std::string> adopter = {KVTIER_TEST_HANDOFF_PEER, "--role", "adopt", "--steps", "16"};
+        adopter.insert(adopter.end(), common.begin(), common.end());
+        const CommandResult r = run_command(adopter, std::chrono::seconds(60));
+        second.exit_code = r.exit_code;
+        second.out = r.out;
+        return r.exit_code == 0;
+      },
+      std::chrono::seconds(20)))
+      << second.out << daemon.log();
+  const WorkloadRun first = finished(a, daemon.dir() / "exporter.log");
+  ASSERT_EQ(first.exit_code, 0) << first.out << daemon.log();
+  EXPECT_THAT(daemon.log(), HasSubstr("applied=false"));
+  EXPECT_THAT(second.out, HasSubstr("mismatches=0 lost=0"));
+}
+
 TEST(Handoff, AnUnknownTokenIsRefusedAndTheAdopterKeepsItsSession) {
   DaemonUnderTest daemon(test_name());
   const auto token = daemon.dir() / "token";

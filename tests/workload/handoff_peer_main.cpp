@@ -14,6 +14,9 @@
 //     of range), writes --done-file, then runs M more decode steps re-checking each one. A token
 //     that was ever in T2 holds dequantized values from then on (in T0 and T1 too): it is checked
 //     against the bound times its stays in T2, which the exporter writes to <token-file>.quantized.
+//     --fail-first acknowledges the first hand-off plan as failed, closes that copy and adopts
+//     again with the same token (the sequence went back to the exporter meanwhile);
+//     --exit-after-adopt exits right after adopting, abandoning the hand-off.
 //   --role adopt --expect-error CODE: the adopt must fail with that status name (e.g.
 //     not_found); exit 0 when it does.
 //
@@ -51,6 +54,8 @@ struct Options {
   std::optional<std::uint64_t> token;
   unsigned prompt = 64, steps = 64, pool_tokens = 0, int8_pool_tokens = 0;
   bool probe = false;
+  bool fail_first = false;  // adopt: acknowledge the first hand-off plan as failed, then adopt again
+  bool exit_after_adopt = false;  // adopt: exit right after adopting (the hand-off is abandoned)
   kvtier_backend backend = KVTIER_BACKEND_CPU;
   kvtier_sequence_options tiering{};
 };
@@ -80,6 +85,8 @@ bool parse(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--probe") { o.probe = true; continue; }
+    if (arg == "--fail-first") { o.fail_first = true; continue; }
+    if (arg == "--exit-after-adopt") { o.exit_after_adopt = true; continue; }
     if (i + 1 >= argc) return false;
     const char* v = argv[++i];
     const auto u = [v] { return static_cast<unsigned>(std::strtoul(v, nullptr, 10)); };
@@ -382,6 +389,27 @@ int run_adopt(const Options& o, kvtier::Client& client) {
     return st != KVTIER_OK && o.expect_error == kvtier_status_string(st) ? 0 : 1;
   }
   check(client, "adopt", st);
+  if (o.exit_after_adopt) {
+    std::printf("summary role=adopt abandoned=1 sequence=%u\n", adopted.sequence);
+    std::fflush(stdout);
+    std::_Exit(0);  // gone without executing or acknowledging the hand-off plan
+  }
+  unsigned failed_handoffs = 0;
+  if (o.fail_first) {
+    // Refuse the hand-off: kvtierd gives the sequence back to the exporter, still exported, and
+    // the same token adopts it again.
+    kvtier_plan refused{};
+    check(client, "poll the first hand-off plan", client.poll_plan(std::chrono::milliseconds(10000), refused));
+    check(client, "ack as failed", client.ack_plan(refused.epoch, false));
+    check(client, "close the refused copy", client.close_sequence(adopted.sequence));
+    ++failed_handoffs;
+    kvtier_status again = KVTIER_E_NOT_FOUND;
+    for (int attempt = 0; attempt < 100 && again == KVTIER_E_NOT_FOUND; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the return is asynchronous
+      again = kvtier_sequence_adopt(client.get(), token, &adopted);
+    }
+    check(client, "adopt again", again);
+  }
   PeerCache cache = make_cache(adopted.positions + o.steps, o.backend == KVTIER_BACKEND_CUDA
                                                                 ? PeerCache::Memory::kDevice
                                                                 : PeerCache::Memory::kHost);
@@ -410,8 +438,9 @@ int run_adopt(const Options& o, kvtier::Client& client) {
     engine.verify(o.backend);
   }
   check(client, "close", client.close_sequence(adopted.sequence));
-  std::printf("summary role=adopt peer_rows=%u t1_rows=%u t2_rows=%u t3=%u mismatches=%u lost=%u steps=%u plans=%u\n",
-              engine.peer_rows, t1, t2, t3, engine.mismatches, engine.lost, o.steps, engine.plans);
+  std::printf("summary role=adopt peer_rows=%u t1_rows=%u t2_rows=%u t3=%u mismatches=%u lost=%u steps=%u plans=%u "
+              "failed_handoffs=%u\n",
+              engine.peer_rows, t1, t2, t3, engine.mismatches, engine.lost, o.steps, engine.plans, failed_handoffs);
   return engine.mismatches + engine.lost != 0 ? 6 : 0;
 }
 
@@ -423,7 +452,7 @@ int main(int argc, char** argv) {
     std::fputs("usage: kvtier-handoff-peer [--probe] [--backend cpu|cuda] --socket S --token-file F --done-file D\n"
                "  --role export --prompt P --steps N [--beta B] [--evict R] [--interval K] [--window W] [--sinks S]\n"
                "                [--pool-tokens N] [--int8-pool-tokens N --int8-ratio R]\n"
-               "  --role adopt --steps M [--pool-tokens N] [--int8-pool-tokens N]\n"
+               "  --role adopt --steps M [--pool-tokens N] [--int8-pool-tokens N] [--fail-first | --exit-after-adopt]\n"
                "  --role adopt --expect-error CODE [--token T | --token-file F]\n",
                stderr);
     return 2;
