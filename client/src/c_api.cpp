@@ -296,6 +296,37 @@ kvtier_status kvtier_stage_layer(kvtier_client* client, uint32_t sequence, uint3
   });
 }
 
+kvtier_status kvtier_stage_prefetch(kvtier_client* client, uint32_t sequence, uint32_t layer,
+                                    kvtier_staging_order order, void* buffer, size_t capacity) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    auto cache = c.cache(sequence);
+    if (!cache) return fail(client, cache.error());
+    if (auto ok = (*cache)->prefetch(layer, order, buffer, capacity); !ok) return fail(client, ok.error());
+    return KVTIER_OK;
+  });
+}
+
+kvtier_status kvtier_stage_wait(kvtier_client* client, uint32_t sequence, uint32_t layer, kvtier_staged_layer* out) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    if (out == nullptr) return fail(client, {kvtier::Errc::kInvalidArgument, "out is NULL"});
+    auto cache = c.cache(sequence);
+    if (!cache) return fail(client, cache.error());
+    auto staged = (*cache)->wait(layer);
+    if (!staged) return fail(client, staged.error());
+    *out = *staged;
+    return KVTIER_OK;
+  });
+}
+
+kvtier_status kvtier_sequence_set_stream(kvtier_client* client, uint32_t sequence, uintptr_t stream) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    auto cache = c.cache(sequence);
+    if (!cache) return fail(client, cache.error());
+    (*cache)->set_compute_stream(stream);
+    return KVTIER_OK;
+  });
+}
+
 void kvtier_export_buffer_init(kvtier_export_buffer* buffer) {
   if (buffer == nullptr) return;
   std::memset(buffer, 0, sizeof(*buffer));

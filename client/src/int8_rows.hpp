@@ -2,20 +2,20 @@
 // it quantizes a token's T1 rows into an int8 block before the plan that moves the token to T2,
 // so by the time the client executes a T1 -> T2 move the bytes are there and the client only
 // switches its reads. T2 rows are read by dequantizing them back to the model dtype, one native
-// row (K of every KV head, then V: the T1 pool's row format) per token and layer.
+// row (K of every KV head, then V: the T1 pool's row format) per token and layer; the executor
+// does that (kernels::CopyExecutor::prefetch_mixed / restore_int8) over desc().
 //
 // Slot s of the pool is row s % G of block s / G in every layer (G = group_tokens; layout in
 // shm/include/kvtier/shm/int8_pool_geometry.hpp, block format in kernels/.../quantize.hpp).
 //
-// Thread-safety: one thread at a time (the owning SequenceCache's). Non-owning: the Client
-// keeps the mapping alive for longer than every Int8Rows over it.
+// Thread-safety: a plain value. Non-owning: the Client keeps the mapping alive for longer than
+// every Int8Rows over it (and every executor bound to its desc()).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
-#include <vector>
 
+#include "kvtier/kernels/executor.hpp"
 #include "kvtier/kernels/kv_layout.hpp"
 #include "kvtier/kernels/quantize.hpp"
 #include "kvtier/protocol/error.hpp"
@@ -33,17 +33,14 @@ class Int8Rows {
   std::uint32_t num_layers() const noexcept { return pool_.geometry().num_layers; }
   std::size_t row_bytes() const noexcept { return geometry_.row_bytes(); }
 
-  // Restores the rows of `slots` (each < slots()) of one layer (< num_layers()) into out[i],
-  // row_bytes() each. Consecutive slots of one block are dequantized by one kernel call, so
-  // lists sorted by slot cost one call per block.
-  Status dequantize(std::uint32_t layer, std::span<const std::uint32_t> slots, std::span<std::byte* const> out);
+  // The pool as the kernels read it (bind_int8).
+  kernels::Int8PoolDesc desc() const noexcept;
 
  private:
   Int8Rows(const shm::Int8PoolView& pool, const kernels::Int8Geometry& geometry) : pool_(pool), geometry_(geometry) {}
 
   shm::Int8PoolView pool_;
   kernels::Int8Geometry geometry_;
-  std::vector<std::uint32_t> which_;  // scratch: row indices inside the current block
 };
 
 }  // namespace kvtier::client

@@ -58,11 +58,20 @@ Result<std::unique_ptr<SequenceCache>> SequenceCache::create(const kvtier_kv_lay
     if (!made) return tl::unexpected(made.error());
     rows.emplace(std::move(*made));
   }
-  return std::unique_ptr<SequenceCache>(
-      new SequenceCache(std::move(*executor), std::move(*layout), pool, std::move(rows)));
+  std::unique_ptr<SequenceCache> cache(new SequenceCache(std::move(*executor), std::move(*layout), pool, std::move(rows)));
+  if (cache->int8_) {
+    if (auto ok = cache->bind_int8(); !ok) return tl::unexpected(ok.error());
+  }
+  return cache;
 }
 
 Status SequenceCache::execute(const kvtier_plan& plan, std::span<const std::uint32_t> hbm_slots) {
+  for (const Stage& stage : stages_) {
+    if (stage.layer) {
+      return make_error(Errc::kBadState, "layer " + std::to_string(*stage.layer) +
+                                             " is being prefetched: wait for it before executing a plan");
+    }
+  }
   std::vector<kernels::RowCopy> offloads, restores, t2_restores, peer_copies;
   std::vector<std::uint32_t> t2_sources;  // int8 slot of each T2 -> T0 move
   for (std::size_t i = 0; i < plan.move_count; ++i) {
@@ -244,33 +253,52 @@ void SequenceCache::build_lists(kvtier_staging_order order) {
   list_positions_.clear();
   list_slots_.clear();
   list_t2_.clear();
-  t2_slots_.clear();
   for (const Row& row : rows) {
     list_positions_.push_back(row.position);
     list_slots_.push_back(row.slot);
     list_t2_.push_back(row.t2);
-    if (row.t2 != 0) t2_slots_.push_back(row.slot);
   }
-  t2_scratch_.resize(t2_slots_.size() * row_bytes_);
-  t2_out_.clear();
-  for (std::size_t i = 0; i < t2_slots_.size(); ++i) t2_out_.push_back(t2_scratch_.data() + i * row_bytes_);
   lists_order_ = order;
+}
+
+Status SequenceCache::prefetch(std::uint32_t layer, kvtier_staging_order order, void* buffer, std::size_t capacity) {
+  Stage* free = nullptr;
+  for (Stage& stage : stages_) {
+    if (stage.layer == layer) {
+      return make_error(Errc::kBadState, "layer " + std::to_string(layer) + " is already being prefetched");
+    }
+    if (!stage.layer && free == nullptr) free = &stage;
+  }
+  if (free == nullptr) {
+    return make_error(Errc::kBadState, "two layers are being prefetched already: wait for one first");
+  }
+  build_lists(order);
+  free->buffer.data = reinterpret_cast<std::uintptr_t>(buffer);
+  free->buffer.capacity_bytes = buffer == nullptr ? 0 : capacity;
+  const auto kernel_order =
+      order == KVTIER_STAGE_COMPACT ? kernels::StagingOrder::kCompact : kernels::StagingOrder::kPositionOrder;
+  Status issued = !t2_.empty() ? prefetch_merged(layer, free->buffer)
+                               : executor_->prefetch(layer, list_slots_, list_positions_, kernel_order, free->buffer);
+  if (issued) free->layer = layer;
+  return issued;
+}
+
+Result<kvtier_staged_layer> SequenceCache::wait(std::uint32_t layer) {
+  for (Stage& stage : stages_) {
+    if (stage.layer != layer) continue;
+    stage.layer.reset();  // the slot is free for the next prefetch, the view valid until then
+    if (auto ok = executor_->wait(layer); !ok) return tl::unexpected(ok.error());
+    const kernels::StagingBuffer& b = stage.buffer;
+    return kvtier_staged_layer{layer, b.rows, b.positions.data(), reinterpret_cast<const void*>(b.k()),
+                               reinterpret_cast<const void*>(b.v())};
+  }
+  return make_error(Errc::kBadState, "layer " + std::to_string(layer) + " was not prefetched");
 }
 
 Result<kvtier_staged_layer> SequenceCache::stage(std::uint32_t layer, kvtier_staging_order order, void* buffer,
                                                  std::size_t capacity) {
-  build_lists(order);
-  if (!t2_.empty()) return stage_merged(layer, buffer, capacity);
-  const auto kernel_order =
-      order == KVTIER_STAGE_COMPACT ? kernels::StagingOrder::kCompact : kernels::StagingOrder::kPositionOrder;
-  staging_.data = reinterpret_cast<std::uintptr_t>(buffer);
-  staging_.capacity_bytes = capacity;
-  if (auto ok = executor_->prefetch(layer, list_slots_, list_positions_, kernel_order, staging_); !ok) {
-    return tl::unexpected(ok.error());
-  }
-  if (auto ok = executor_->wait(layer); !ok) return tl::unexpected(ok.error());
-  return kvtier_staged_layer{layer, staging_.rows, staging_.positions.data(), reinterpret_cast<const void*>(staging_.k()),
-                             reinterpret_cast<const void*>(staging_.v())};
+  if (auto ok = prefetch(layer, order, buffer, capacity); !ok) return tl::unexpected(ok.error());
+  return wait(layer);
 }
 
 }  // namespace kvtier::client

@@ -8,11 +8,17 @@
 // model dtype, on the CPU or by the GPU dequantize kernel, bit for bit the same; position order:
 // one list sorted by position; compact: T1 rows by pool slot, then T2 rows by int8 slot). T2 ->
 // T0 moves dequantize through the executor too (restore_int8). The int8 pool is bound to the
-// executor once (CUDA: registered pinned), on the first T2 use, until the cache is destroyed.
+// executor once (CUDA: registered pinned) when the cache is created, until it is destroyed.
+//
+// Layer-wise double buffering: prefetch(layer) issues a layer's staging (asynchronous on the CUDA
+// copy stream), wait(layer) completes it (with a compute stream set, that stream waits, not the
+// host) and returns the rows. Up to kStagesInFlight layers are in flight, so an engine prefetches
+// layer l + 1 while layer l computes and staging holds two layers. stage() is prefetch + wait.
 //
 // Thread-safety: one thread at a time (the owning Client's).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -35,7 +41,15 @@ class SequenceCache {
 
   // All copies of the plan, or none (everything is validated first).
   Status execute(const kvtier_plan& plan, std::span<const std::uint32_t> hbm_slots);
+  static constexpr std::size_t kStagesInFlight = 2;
+  // kBadState for a layer already in flight or a third one; the view wait() returns stays valid
+  // until the slot is reused (with prefetch(l + 1) issued before wait(l): until prefetch(l + 2)).
+  Status prefetch(std::uint32_t layer, kvtier_staging_order order, void* buffer, std::size_t capacity);
+  // kBadState when `layer` was not prefetched.
+  Result<kvtier_staged_layer> wait(std::uint32_t layer);
   Result<kvtier_staged_layer> stage(std::uint32_t layer, kvtier_staging_order order, void* buffer, std::size_t capacity);
+  // The engine's compute stream (CUDA: a cudaStream_t; the CPU backend ignores it).
+  void set_compute_stream(std::uintptr_t stream) noexcept { executor_->set_compute_stream(stream); }
   // Rows a stage returns: T1 and T2.
   std::size_t staged_rows() const { return t1_.size() + t2_.size(); }
   std::size_t stage_bytes() const { return staged_rows() * row_bytes_; }
@@ -62,14 +76,14 @@ class SequenceCache {
 
   // (Re)builds the staging lists for `order` from t1_ and t2_; a no-op while they are current.
   void build_lists(kvtier_staging_order order);
-  // Stage with T2 rows present (sequence_cache_t2.cpp): the executor's prefetch_mixed.
-  Result<kvtier_staged_layer> stage_merged(std::uint32_t layer, void* buffer, std::size_t capacity);
+  // Prefetch with T2 rows present (sequence_cache_t2.cpp): the executor's prefetch_mixed.
+  Status prefetch_merged(std::uint32_t layer, kernels::StagingBuffer& out);
   // T2 -> T0 (sequence_cache_t2.cpp), copies[i] = {hbm slot, i} restoring int8 slot slots[i].
   // prepare checks the copies (nothing is written) and keeps them as t2_restores_; restore_t2
   // then has the executor dequantize every layer's rows into the engine's slots.
   Status prepare_t2_restores(std::span<const kernels::RowCopy> copies, std::span<const std::uint32_t> slots);
   Status restore_t2(std::span<const kernels::RowCopy> copies);
-  // Binds int8_ to executor_ once (bind_int8); a no-op once bound.
+  // Binds int8_ to executor_ (create() does, once).
   Status bind_int8();
   // Hand-off moves (sequence_cache.cpp). check_peer_moves validates every KVTIER_TPEER move and
   // lists the T0 ones as {hbm slot, peer slot}; copy_from_peer copies those rows.
@@ -90,17 +104,17 @@ class SequenceCache {
 
   std::map<std::uint32_t, std::uint32_t> t1_;  // position -> pool slot, ascending positions
   std::map<std::uint32_t, std::uint32_t> t2_;  // position -> int8 slot, ascending positions
-  kernels::StagingBuffer staging_;
+  // Staging slots: a layer in flight between prefetch and wait, and its rows after.
+  struct Stage {
+    std::optional<std::uint32_t> layer;  // in flight
+    kernels::StagingBuffer buffer;
+  };
+  std::array<Stage, kStagesInFlight> stages_;
   // What every layer of a step stages: the host rows as slots and their positions, in the order
   // of lists_order_. Built once per residency change (execute), not once per layer. With T2
-  // rows, list_t2_[i] says row i is an int8 slot (prefetch_mixed's from_int8). t2_slots_ /
-  // t2_out_ / t2_scratch_ (host dequantize destinations) are no longer read since the executor
-  // dequantizes; build_lists still fills them (to be dropped with it).
+  // rows, list_t2_[i] says row i is an int8 slot (prefetch_mixed's from_int8).
   std::vector<std::uint32_t> list_slots_, list_positions_;
   std::vector<std::uint8_t> list_t2_;
-  std::vector<std::uint32_t> t2_slots_;
-  std::vector<std::byte*> t2_out_;
-  std::vector<std::byte> t2_scratch_;
   std::optional<kvtier_staging_order> lists_order_;
   // T2 -> T0 moves of the plan being executed: {hbm slot, int8 slot}.
   std::vector<kernels::RowCopy> t2_restores_;

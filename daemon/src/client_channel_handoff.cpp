@@ -65,6 +65,7 @@ Result<HandoffNeeds> ClientChannel::needs(std::uint32_t sequence_id) const {
   }
   const Sequence& sequence = it->second;
   HandoffNeeds needs;
+  needs.live_tokens = sequence.tiers.length() - sequence.tiers.count(tier::Tier::kT3);
   needs.t1_rows = sequence.tiers.count(tier::Tier::kT1);
   needs.row_bytes = pool_view_->geometry().row_bytes();
   if (int8_allocator_) {
@@ -85,6 +86,15 @@ Status ClientChannel::can_adopt(const HandoffNeeds& needs) const {
     return make_error(Errc::kInvalidArgument, "the exporter's pool rows are " + std::to_string(needs.row_bytes) +
                                                   " bytes, this client's " +
                                                   std::to_string(pool_view_->geometry().row_bytes()));
+  }
+  // The hand-off plan goes out whole: it must fit the plan ring.
+  const std::uint64_t records = (std::uint64_t{needs.live_tokens} + shm::kMovesPerRecord - 1) / shm::kMovesPerRecord;
+  if (records > rings_.plans.capacity()) {
+    return make_error(Errc::kLimitExceeded, "the sequence's " + std::to_string(needs.live_tokens) +
+                                                " live tokens need " + std::to_string(records) +
+                                                " plan records; this client's plan ring holds " +
+                                                std::to_string(rings_.plans.capacity()) +
+                                                " (limits.plan_ring_records)");
   }
   if (needs.t1_rows > allocator_->available()) {
     return make_error(Errc::kLimitExceeded, "the sequence holds " + std::to_string(needs.t1_rows) +

@@ -60,6 +60,7 @@ struct HandoffLoan {
 
 // What the adopter needs room for (checked before anything is lent).
 struct HandoffNeeds {
+  std::uint32_t live_tokens = 0;  // moves of the hand-off plan
   std::uint32_t t1_rows = 0;
   std::uint32_t t2_blocks = 0;  // distinct exporter int8 blocks holding the sequence's T2 rows
   std::uint64_t row_bytes = 0;  // one token's row in one layer

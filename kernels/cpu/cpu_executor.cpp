@@ -46,6 +46,17 @@ std::byte* host_ptr(std::uintptr_t address) noexcept {
   return reinterpret_cast<std::byte*>(address);
 }
 
+// Int8 slot `slot` of one layer, dequantized into `out` (row_bytes). Cannot fail for a slot
+// that validate_mixed_staging / validate_int8_restores accepted.
+Status dequantize_slot(const Int8PoolDesc& int8, std::uint32_t layer, std::uint32_t slot,
+                       std::byte* out) {
+  const std::uint32_t group = int8.geometry.group_tokens;
+  const std::uint32_t which = slot % group;
+  const std::span<const std::byte> block(int8.block(layer, slot / group),
+                                         int8.geometry.block_bytes());
+  return dequantize_block(int8.geometry, block, {&which, 1}, {&out, 1});
+}
+
 }  // namespace
 
 Status CpuExecutor::can_implement(const KvLayout& layout, const PoolView& pool) const {
@@ -58,7 +69,22 @@ Status CpuExecutor::initialize(const KvLayout& layout, const PoolView& pool) {
   if (auto s = can_implement(layout, pool); !s) return s;
   layout_ = layout;
   pool_ = pool;
+  int8_.reset();
   initialized_ = true;
+  return {};
+}
+
+Status CpuExecutor::bind_int8(const Int8PoolDesc& int8) {
+  if (auto s = require_initialized(); !s) return s;
+  int8_.reset();
+  if (auto s = check_compatible(layout_, int8); !s) return s;
+  int8_ = int8;
+  return {};
+}
+
+Status CpuExecutor::require_int8() const {
+  if (auto s = require_initialized(); !s) return s;
+  if (!int8_) return make_error(Errc::kBadState, "cpu executor: no int8 pool bound");
   return {};
 }
 
@@ -86,13 +112,13 @@ Status CpuExecutor::copy_layers(Direction direction, std::span<const RowCopy> co
   if (auto s = validate_copies(layout_, pool_, direction, copies); !s) return s;
   const std::uint32_t end = first_layer + (count == kAllLayers ? available : count);
   for (std::uint32_t layer = first_layer; layer < end; ++layer) {
-    copy_layer(direction, copies, layer);
+    copy_layer(direction, pool_, copies, layer);
   }
   return {};
 }
 
-void CpuExecutor::copy_layer(Direction direction, std::span<const RowCopy> copies,
-                             std::uint32_t layer) const noexcept {
+void CpuExecutor::copy_layer(Direction direction, const PoolView& pool,
+                             std::span<const RowCopy> copies, std::uint32_t layer) const noexcept {
   const std::size_t head_bytes = layout_.head_bytes();
   const std::size_t half = layout_.half_row_bytes();
   std::byte* const k_base = host_ptr(layout_.k_base[layer]);
@@ -100,7 +126,7 @@ void CpuExecutor::copy_layer(Direction direction, std::span<const RowCopy> copie
   const bool offload = direction == Direction::kOffload;
   RunCopier copier;
   for (const RowCopy& copy : copies) {
-    std::byte* const row = pool_.row(layer, copy.pool_slot);
+    std::byte* const row = pool.row(layer, copy.pool_slot);
     const std::size_t slot_offset = layout_.slot_offset(copy.hbm_slot);
     for (int kv = 0; kv < 2; ++kv) {
       std::byte* const base = (kv == 0 ? k_base : v_base) + slot_offset;
@@ -135,6 +161,58 @@ Status CpuExecutor::prefetch(std::uint32_t layer, std::span<const std::uint32_t>
   out.half_row_bytes = half;
   out.order = order;
   out.positions.assign(positions.begin(), positions.end());
+  return {};
+}
+
+Status CpuExecutor::prefetch_mixed(std::uint32_t layer, std::span<const std::uint32_t> slots,
+                                   std::span<const std::uint8_t> from_int8,
+                                   std::span<const std::uint32_t> positions, StagingOrder order,
+                                   StagingBuffer& out) {
+  if (auto s = require_int8(); !s) return s;
+  if (auto s = validate_mixed_staging(pool_, *int8_, layer, slots, from_int8, positions, order, out);
+      !s) {
+    return s;
+  }
+  const std::size_t half = layout_.half_row_bytes();
+  const std::size_t rows = slots.size();
+  std::byte* const k = host_ptr(out.data);
+  std::byte* const v = k + rows * half;
+  scratch_.resize(pool_.row_bytes);
+  for (std::size_t i = 0; i < rows; ++i) {
+    const std::byte* src = pool_.row(layer, slots[i]);
+    if (from_int8[i] != 0) {
+      if (auto s = dequantize_slot(*int8_, layer, slots[i], scratch_.data()); !s) return s;
+      src = scratch_.data();
+    }
+    std::memcpy(k + i * half, src, half);
+    std::memcpy(v + i * half, src + half, half);
+  }
+  out.layer = layer;
+  out.rows = static_cast<std::uint32_t>(rows);
+  out.half_row_bytes = half;
+  out.order = order;
+  out.positions.assign(positions.begin(), positions.end());
+  return {};
+}
+
+Status CpuExecutor::restore_int8(std::span<const RowCopy> copies) {
+  if (auto s = require_int8(); !s) return s;
+  if (auto s = validate_int8_restores(layout_, *int8_, copies); !s) return s;
+  // Scratch row i holds copy i's row of the current layer: a pool whose layer_stride is 0 gives
+  // every layer the same rows, so copy_layer restores from it as from T1 rows.
+  const auto n = static_cast<std::uint32_t>(copies.size());
+  scratch_.resize(std::size_t{n} * pool_.row_bytes);
+  const PoolView scratch{scratch_.data(), pool_.row_bytes, 0, n, layout_.num_layers};
+  std::vector<RowCopy> rows(n);
+  for (std::uint32_t i = 0; i < n; ++i) rows[i] = RowCopy{copies[i].hbm_slot, i};
+  for (std::uint32_t layer = 0; layer < layout_.num_layers; ++layer) {
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (auto s = dequantize_slot(*int8_, layer, copies[i].pool_slot, scratch.row(layer, i)); !s) {
+        return s;
+      }
+    }
+    copy_layer(Direction::kRestore, scratch, rows, layer);
+  }
   return {};
 }
 

@@ -1,10 +1,14 @@
 // CpuExecutor: the reference CopyExecutor. Host memory only; every operation is a sequence of
 // memcpy calls finished before it returns, contiguous runs on both sides merged into one call.
+// T2 rows are dequantized by the CPU reference (dequantize_block), one row at a time.
 // Private to kvtier_kernels; obtained through make_executor(Backend::kCpu).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include "kvtier/kernels/executor.hpp"
 
@@ -22,17 +26,27 @@ class CpuExecutor final : public CopyExecutor {
   Status prefetch(std::uint32_t layer, std::span<const std::uint32_t> pool_slots,
                   std::span<const std::uint32_t> positions, StagingOrder order,
                   StagingBuffer& out) override;
+  Status bind_int8(const Int8PoolDesc& int8) override;
+  Status prefetch_mixed(std::uint32_t layer, std::span<const std::uint32_t> slots,
+                        std::span<const std::uint8_t> from_int8,
+                        std::span<const std::uint32_t> positions, StagingOrder order,
+                        StagingBuffer& out) override;
+  Status restore_int8(std::span<const RowCopy> copies) override;
   Status wait(std::uint32_t layer) override;
   Status synchronize() override;
 
  private:
   Status require_initialized() const;
-  void copy_layer(Direction direction, std::span<const RowCopy> copies,
+  Status require_int8() const;
+  // Copies `copies` of one layer between the cache and `pool` (rows pool.row(layer, slot)).
+  void copy_layer(Direction direction, const PoolView& pool, std::span<const RowCopy> copies,
                   std::uint32_t layer) const noexcept;
 
   KvLayout layout_;
   PoolView pool_;
   bool initialized_ = false;
+  std::optional<Int8PoolDesc> int8_;
+  std::vector<std::byte> scratch_;  // dequantized rows (T2 staging and restores)
 };
 
 }  // namespace kvtier::kernels

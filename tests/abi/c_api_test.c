@@ -57,6 +57,8 @@ static int handoff_offline(void) {
   adopted.struct_size = sizeof(adopted);
   CHECK(kvtier_sequence_export(NULL, 1, &buffer, &position, &position, 1, &token) == KVTIER_E_INVALID_ARGUMENT);
   CHECK(kvtier_sequence_adopt(NULL, 1, &adopted) == KVTIER_E_INVALID_ARGUMENT);
+  CHECK(kvtier_stage_prefetch(NULL, 1, 0, KVTIER_STAGE_POSITION_ORDER, NULL, 0) == KVTIER_E_INVALID_ARGUMENT);
+  CHECK(kvtier_sequence_set_stream(NULL, 1, 0) == KVTIER_E_INVALID_ARGUMENT);
   return 0;
 }
 
@@ -82,6 +84,16 @@ static int handoff_online(kvtier_client* client, uint32_t sequence) {
   CHECK(kvtier_sequence_adopt(client, 1, NULL) == KVTIER_E_INVALID_ARGUMENT);
   adopted.struct_size = 4; /* smaller than the first release's struct */
   CHECK(kvtier_sequence_adopt(client, 1, &adopted) == KVTIER_E_INVALID_ARGUMENT);
+  /* Layer-wise staging needs an attached cache too. */
+  {
+    kvtier_staged_layer staged;
+    char buffer_bytes[64];
+    CHECK(kvtier_stage_prefetch(client, sequence, 0, KVTIER_STAGE_POSITION_ORDER, buffer_bytes, sizeof(buffer_bytes)) ==
+          KVTIER_E_BAD_STATE);
+    CHECK(kvtier_stage_wait(client, sequence, 0, NULL) == KVTIER_E_INVALID_ARGUMENT);
+    CHECK(kvtier_stage_wait(client, sequence, 0, &staged) == KVTIER_E_BAD_STATE);
+    CHECK(kvtier_sequence_set_stream(client, sequence, 0) == KVTIER_E_BAD_STATE);
+  }
   return 0;
 }
 

@@ -211,6 +211,36 @@ TEST(PlanStaging, ALongRunBecomesOneStridedCopyPerHalf) {
   EXPECT_EQ(plan.kernel_rows, (std::vector<StagedRow>{{0, 5}, {5, 9}}));
 }
 
+// The T1 rows of a stage that also holds T2 rows go to their own list indices: runs need both
+// the indices and the slots consecutive, and V halves start after every staged row.
+TEST(PlanStaging, RowsWithExplicitIndicesLandAtThoseIndices) {
+  HostWorld w = make_world(Kind::kHf, 1);
+  const std::size_t row = w.pool.row_bytes, half = row / 2;
+  // 10 staged rows; indices 1, 6, 9 are T2 rows (not listed here).
+  const std::vector<StagedRow> rows{{0, 12}, {2, 40}, {3, 41}, {4, 42}, {5, 43}, {7, 44}, {8, 45}};
+  const std::uintptr_t staging = 0x10000;
+  const StagingPlan plan = plan_staging(w.pool, 1, rows, 10, staging, 4 * row);
+  const auto src = reinterpret_cast<std::uintptr_t>(w.pool.row(1, 40));
+  ASSERT_EQ(plan.dma.size(), 2u);
+  EXPECT_EQ(plan.dma[0], (DmaCopy2d{staging + 2 * half, half, src, row, half, 4}));
+  EXPECT_EQ(plan.dma[1], (DmaCopy2d{staging + (10 + 2) * half, half, src + half, row, half, 4}));
+  // 44 follows 43 in the pool but index 7 does not follow 5: its own (short) run.
+  EXPECT_EQ(plan.kernel_rows, (std::vector<StagedRow>{{0, 12}, {7, 44}, {8, 45}}));
+}
+
+TEST(PlanStaging, ExplicitIndicesInListOrderPlanLikeTheSlotList) {
+  HostWorld w = make_world(Kind::kHf, 2);
+  const std::vector<std::uint32_t> slots{7, 8, 9, 10, 11, 12, 3, 50, 51, 0, 79, 20, 21, 22, 23};
+  std::vector<StagedRow> rows;
+  for (std::uint32_t i = 0; i < slots.size(); ++i) rows.push_back({i, slots[i]});
+  for (const std::size_t min_run : {std::size_t{1}, 4 * w.pool.row_bytes, kDmaMinRunBytes}) {
+    const StagingPlan by_slots = plan_staging(w.pool, 2, slots, 0x2000, min_run);
+    const StagingPlan by_rows = plan_staging(w.pool, 2, rows, slots.size(), 0x2000, min_run);
+    EXPECT_EQ(by_rows.dma, by_slots.dma) << min_run;
+    EXPECT_EQ(by_rows.kernel_rows, by_slots.kernel_rows) << min_run;
+  }
+}
+
 TEST(CommonVectorBytes, IsTheWidestPowerOfTwoUpTo16DividingEveryValue) {
   EXPECT_EQ(common_vector_bytes({32, 48, 0}), 16u);
   EXPECT_EQ(common_vector_bytes({256, 6}), 2u);

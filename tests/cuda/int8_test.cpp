@@ -1,10 +1,13 @@
 // Int8Quantize / Int8Dequantize against the CPU reference of kvtier/kernels/quantize.hpp
 // (quantize_rows / dequantize_rows), byte for byte, for every KV dtype: a token count leaving a
 // partial last block, an outlier key channel, blocks in device memory and in mapped pinned host
-// memory (the T2 pool), outputs as contiguous rows and in the staging layout.
+// memory (the T2 pool), outputs as contiguous rows and in the staging layout; the slot-indexed
+// gather (arbitrary int8 slots of a multi-layer pool to arbitrary output rows).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -103,6 +106,77 @@ TEST_P(Int8Test, DequantizeFromPinnedHostBlocksMatchesTheCpuReferenceInBothLayou
   }
 }
 
+// A pool of kLayers layers of blocks (layer_stride leaves a gap after the blocks) holding kCount
+// random rows per layer; some slots of each layer listed in random order to random output rows.
+TEST_P(Int8Test, GatherDequantizeOfScatteredSlotsMatchesTheCpuReferenceRowByRow) {
+  constexpr std::uint32_t kLayers = 3;
+  const Int8Geometry g = geometry(GetParam());
+  const std::size_t blocks_bytes = g.blocks_bytes(kCount), layer_stride = blocks_bytes + 64;
+  std::vector<std::byte> pool(kLayers * layer_stride, std::byte{0x5A});
+  for (std::uint32_t l = 0; l < kLayers; ++l) {
+    const std::vector<std::byte> rows = random_rows(g, 10 + l);
+    ASSERT_TRUE(quantize_rows(g, rows, {pool.data() + l * layer_stride, blocks_bytes}));
+  }
+  // 40 distinct slots in random order, to a permutation of 50 output rows (10 stay untouched).
+  std::mt19937 rng(7);
+  std::vector<std::uint32_t> slots(kCount), index(50);
+  std::iota(slots.begin(), slots.end(), 0u);
+  std::iota(index.begin(), index.end(), 0u);
+  std::shuffle(slots.begin(), slots.end(), rng);
+  std::shuffle(index.begin(), index.end(), rng);
+  std::vector<StagedRow> list;
+  for (std::uint32_t i = 0; i < 40; ++i) list.push_back({index[i], slots[i]});
+  const std::size_t out_rows = index.size(), half = g.row_bytes() / 2;
+  const std::size_t out_layer = out_rows * g.row_bytes();
+
+  auto pinned = PinnedBuffer::allocate(pool.size());
+  ASSERT_TRUE(pinned);
+  std::memcpy(pinned->data(), pool.data(), pool.size());
+  auto mapped = pinned->device_address();
+  auto table = DeviceBuffer::allocate(list.size() * sizeof(StagedRow));
+  auto out = DeviceBuffer::allocate(kLayers * out_layer);
+  ASSERT_TRUE(mapped && table && out);
+  ASSERT_TRUE(table->upload(list.data(), list.size() * sizeof(StagedRow)));
+  const std::vector<std::byte> filler = testing::random_bytes(kLayers * out_layer, 3);
+  ASSERT_TRUE(out->upload(filler.data(), filler.size()));
+
+  // Every layer at once, staging layout per layer (K rows, then V rows).
+  Int8GatherDequantizeArguments args;
+  args.geometry = g;
+  args.pool = *mapped;
+  args.layer_stride = layer_stride;
+  args.num_layers = kLayers;
+  args.rows = table->address();
+  args.num_rows = static_cast<std::uint32_t>(list.size());
+  args.k = out->address();
+  args.k_stride = half;
+  args.v = out->address() + out_rows * half;
+  args.v_stride = half;
+  args.out_layer_stride = out_layer;
+  Int8GatherDequantize op;
+  const auto init = op.initialize(args);
+  ASSERT_TRUE(init) << init.error().message;
+  ASSERT_TRUE(op.run(0));
+  ASSERT_TRUE(device_synchronize());
+  std::vector<std::byte> got(filler.size());
+  ASSERT_TRUE(out->download(got.data(), got.size()));
+
+  std::vector<std::byte> want = filler;
+  std::vector<std::byte> row(g.row_bytes());
+  for (std::uint32_t l = 0; l < kLayers; ++l) {
+    for (const StagedRow& r : list) {
+      std::byte* dst = row.data();
+      const std::uint32_t which = r.slot % g.group_tokens;
+      const std::span<const std::byte> block(pool.data() + l * layer_stride + (r.slot / g.group_tokens) * g.block_bytes(),
+                                             g.block_bytes());
+      ASSERT_TRUE(dequantize_block(g, block, {&which, 1}, {&dst, 1}));
+      std::memcpy(want.data() + l * out_layer + r.index * half, row.data(), half);
+      std::memcpy(want.data() + l * out_layer + (out_rows + r.index) * half, row.data() + half, half);
+    }
+  }
+  EXPECT_TRUE(got == want);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, Int8Test,
                          ::testing::Values(KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16),
                          dtype_test_name);
@@ -110,11 +184,23 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, Int8Test,
 TEST(Int8Ops, RunBeforeInitializeIsABadStateAndBadGeometryIsRejected) {
   EXPECT_EQ(Int8Quantize{}.run(0).error().code, Errc::kBadState);
   EXPECT_EQ(Int8Dequantize{}.run(0).error().code, Errc::kBadState);
+  EXPECT_EQ(Int8GatherDequantize{}.run(0).error().code, Errc::kBadState);
   Int8QuantizeArguments args{Int8Geometry{0, 48, KvDtype::kF16, 32}, 16, 1, 16};
   EXPECT_EQ(Int8Quantize::can_implement(args).error().code, Errc::kInvalidArgument);
   args.geometry.num_kv_heads = 4;
   args.blocks = 8;  // not 16-byte aligned
   EXPECT_EQ(Int8Quantize::can_implement(args).error().code, Errc::kInvalidArgument);
+  Int8GatherDequantizeArguments gather;
+  gather.geometry = Int8Geometry{4, 48, KvDtype::kF16, 32};
+  gather.pool = 8;  // not 16-byte aligned
+  gather.rows = gather.k = gather.v = 64;
+  gather.num_rows = 1;
+  gather.k_stride = gather.v_stride = 4 * 48 * 2;
+  EXPECT_EQ(Int8GatherDequantize::can_implement(gather).error().code, Errc::kInvalidArgument);
+  gather.pool = 16;
+  EXPECT_TRUE(Int8GatherDequantize::can_implement(gather));
+  gather.k_stride = 2;  // below one K half
+  EXPECT_EQ(Int8GatherDequantize::can_implement(gather).error().code, Errc::kInvalidArgument);
 }
 
 }  // namespace

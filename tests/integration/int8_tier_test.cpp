@@ -4,9 +4,16 @@
 // checks every attended row against what the engine wrote: T0/T1 bit-identical, T2 within the
 // int8 error bound, no live token missing, T3 exactly the positions the plans evicted; any
 // violation makes it exit 6.
+//
+// The T2 tests run on each backend, like tiering_test.cpp: cpu (host cache, CPU executor, CPU
+// dequantize) and cuda (device cache and staging, CUDA executor, GPU dequantize from the pinned
+// int8 pool); a cuda instance skips with the workload's "no CUDA device: ..." where there is no
+// device or no CUDA build.
 #include <signal.h>
 
+#include <cctype>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -43,6 +50,25 @@ long sum_of(const std::string& json, const std::string& key) {
   return sum;
 }
 
+const auto kBackends = ::testing::Values("cpu", "cuda");
+
+using BackendAnd = std::tuple<std::string, std::string>;  // backend, a test's own parameter
+
+// "<backend>_<value>" with every character a test name cannot hold made '_'.
+std::string backend_and_value(const ::testing::TestParamInfo<BackendAnd>& info) {
+  std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+  for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return name;
+}
+
+// Skips the test (from the calling test body) when kvtier-workload cannot run on the backend.
+#define KVTIER_SKIP_WITHOUT_BACKEND(backend)                                  \
+  do {                                                                        \
+    if (const std::string why = backend_unavailable(backend); !why.empty()) { \
+      GTEST_SKIP() << why;                                                    \
+    }                                                                         \
+  } while (0)
+
 void expect_audit_clean(const WorkloadRun& run) {
   EXPECT_GT(run.number("audit_rows"), 0) << run.out;
   EXPECT_EQ(run.number("audit_exact_mismatch"), 0) << run.out;
@@ -51,11 +77,13 @@ void expect_audit_clean(const WorkloadRun& run) {
   EXPECT_EQ(run.number("lost_tokens"), 0) << run.out;
 }
 
-class Int8Staging : public ::testing::TestWithParam<const char*> {};
+class Int8Staging : public ::testing::TestWithParam<BackendAnd> {};
 
 TEST_P(Int8Staging, DemotedTokensStayWithinTheInt8BoundAndNothingIsLost) {
+  const auto [backend, order] = GetParam();
+  KVTIER_SKIP_WITHOUT_BACKEND(backend);
   DaemonUnderTest daemon(test_name());
-  const WorkloadRun run = run_workload(daemon, with(kInt8, {"--order", GetParam()}));
+  const WorkloadRun run = run_workload(daemon, with(kInt8, {"--backend", backend, "--order", order}));
   ASSERT_EQ(run.exit_code, 0) << run.out << daemon.log();
   EXPECT_GT(run.number("rows_to_t2"), 0);
   EXPECT_GT(run.number("audit_t2_rows"), 0);
@@ -70,12 +98,19 @@ TEST_P(Int8Staging, DemotedTokensStayWithinTheInt8BoundAndNothingIsLost) {
   EXPECT_LT(run.number("steps_identical"), run.number("steps_compared"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Order, Int8Staging, ::testing::Values("position", "compact"));
+INSTANTIATE_TEST_SUITE_P(Order, Int8Staging,
+                         ::testing::Combine(kBackends, ::testing::Values("position", "compact")),
+                         backend_and_value);
 
-TEST(Int8Tier, StatusShowsT2TokensAndDemotionsOfARunningSequence) {
+// The tests of one workload run per backend.
+class Int8Tier : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Int8Tier, StatusShowsT2TokensAndDemotionsOfARunningSequence) {
+  KVTIER_SKIP_WITHOUT_BACKEND(GetParam());
   DaemonUnderTest daemon(test_name());
   ChildProcess client = ChildProcess::spawn(
-      with({KVTIER_TEST_WORKLOAD, "--socket", daemon.socket().string(), "--name", "int8"}, with(kInt8, {"--hold"})),
+      with({KVTIER_TEST_WORKLOAD, "--socket", daemon.socket().string(), "--name", "int8"},
+           with(kInt8, {"--backend", GetParam(), "--hold"})),
       daemon.dir() / "client.log");
   std::string json;
   EXPECT_TRUE(eventually(
@@ -93,20 +128,24 @@ TEST(Int8Tier, StatusShowsT2TokensAndDemotionsOfARunningSequence) {
 }
 
 // The random policy ranks by chance, so tokens already in T2 get evicted too (T2 -> T3).
-TEST(Int8Tier, EvictionOutOfTheInt8TierDestroysExactlyWhatThePlansSay) {
+TEST_P(Int8Tier, EvictionOutOfTheInt8TierDestroysExactlyWhatThePlansSay) {
+  KVTIER_SKIP_WITHOUT_BACKEND(GetParam());
   DaemonUnderTest daemon(test_name());
-  const WorkloadRun run = run_workload(daemon, with(kInt8, {"--policy", "random", "--evict", "0.3"}));
+  const WorkloadRun run =
+      run_workload(daemon, with(kInt8, {"--backend", GetParam(), "--policy", "random", "--evict", "0.3"}));
   ASSERT_EQ(run.exit_code, 0) << run.out << daemon.log();
   EXPECT_GT(run.number("rows_t2_evicted"), 0);
   EXPECT_GT(run.number("t3_tokens"), run.number("rows_t2_evicted"));
   expect_audit_clean(run);
 }
 
-TEST(Int8Tier, AnInt8PoolWithoutAnInt8BudgetChangesNothing) {
+TEST_P(Int8Tier, AnInt8PoolWithoutAnInt8BudgetChangesNothing) {
+  KVTIER_SKIP_WITHOUT_BACKEND(GetParam());
   DaemonUnderTest daemon(test_name());
   const WorkloadRun run =
-      run_workload(daemon, {"--sequences", "2", "--prompt", "32", "--steps", "200", "--interval", "16", "--window",
-                            "16", "--beta", "0.3", "--int8-pool-tokens", "400", "--expect-exact"});
+      run_workload(daemon, {"--backend", GetParam(), "--sequences", "2", "--prompt", "32", "--steps", "200",
+                            "--interval", "16", "--window", "16", "--beta", "0.3", "--int8-pool-tokens", "400",
+                            "--expect-exact"});
   ASSERT_EQ(run.exit_code, 0) << run.out << daemon.log();
   EXPECT_GT(run.number("rows_offloaded"), 0);
   EXPECT_EQ(run.number("rows_to_t2"), 0);
@@ -114,6 +153,10 @@ TEST(Int8Tier, AnInt8PoolWithoutAnInt8BudgetChangesNothing) {
   expect_audit_clean(run);
 }
 
+INSTANTIATE_TEST_SUITE_P(Backends, Int8Tier, kBackends,
+                         [](const ::testing::TestParamInfo<std::string>& backend) { return backend.param; });
+
+// A daemon-side refusal at open, before any row moves: the same on every backend (cpu here).
 class Int8WithoutPool : public ::testing::TestWithParam<std::vector<std::string>> {};
 
 TEST_P(Int8WithoutPool, OpeningTheSequenceIsRefusedNamingTheMissingPoolAndTheDaemonKeepsServing) {

@@ -185,13 +185,6 @@ TEST(Tiering, TheCudaBackendRunsOrSaysWhyNot) {
   EXPECT_THAT(probe.out, HasSubstr("backend cuda: "));
 }
 
-TEST(Tiering, TheCudaBackendRefusesAnInt8PoolNamingT2) {
-  // Refused before any daemon is reached, device or not.
-  const CommandResult run = run_command({KVTIER_TEST_WORKLOAD, "--backend", "cuda", "--int8-pool-tokens", "64"});
-  EXPECT_EQ(run.exit_code, 2) << run.out;
-  EXPECT_THAT(run.out, HasSubstr("T2 (int8) rows need the CPU backend"));
-}
-
 TEST(Tiering, StatusCountsFailedPlans) {
   DaemonUnderTest daemon(test_name());
   ChildProcess client = ChildProcess::spawn(

@@ -78,6 +78,16 @@ Status DeviceCache::upload_slot(std::uint32_t slot) {
   return kernels::cuda::device_synchronize();
 }
 
+Status DeviceCache::download_slot(std::uint32_t slot) {
+  // The plan's copies ran on libkvtier's copy stream; execute_plan synchronized it.
+  for (std::uint32_t layer = 0; layer < host_.num_layers; ++layer) {
+    for (std::uint32_t head = 0; head < host_.num_kv_heads; ++head) {
+      if (auto ok = copy_head(false, layer, slot, head); !ok) return ok;
+    }
+  }
+  return {};
+}
+
 Status DeviceCache::download_all() {
   for (std::uint32_t layer = 0; layer < host_.num_layers; ++layer) {
     if (auto ok = k_[layer].download(host_at(host_.k_base[layer], 0), layer_bytes_); !ok) return ok;
@@ -86,31 +96,43 @@ Status DeviceCache::download_all() {
   return {};
 }
 
-Status DeviceCache::stage(Client& client, std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order,
-                          std::size_t bytes, std::vector<float>& host, kvtier_staged_layer& staged) {
+Status DeviceCache::prefetch(Client& client, std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order,
+                             std::size_t bytes) {
   // The executor needs a non-null buffer even for zero rows; grow geometrically, not per step.
   const std::size_t need = std::max(bytes, host_.row_bytes());
-  if (staging_.size() < need) {
+  if (half_ < need) {
+    if (in_flight_ != 0) return make_error(Errc::kInternal, "staging grew while a layer was in flight");
     staging_ = {};
-    auto buffer = kernels::cuda::DeviceBuffer::allocate(2 * need);
+    auto buffer = kernels::cuda::DeviceBuffer::allocate(4 * need);
     if (!buffer) return tl::unexpected(buffer.error());
     staging_ = std::move(*buffer);
+    half_ = 2 * need;
   }
   // A device address: libkvtier's CUDA executor writes there, this process never dereferences it.
-  auto* device = reinterpret_cast<std::byte*>(staging_.address());
-  const kvtier_status status = client.stage_layer(sequence, layer, order, std::span(device, staging_.size()), staged);
+  auto* device = reinterpret_cast<std::byte*>(staging_.address()) + (layer % 2) * half_;
+  if (client.stage_prefetch(sequence, layer, order, std::span(device, half_)) != KVTIER_OK) {
+    return make_error(Errc::kInternal, client.last_error());
+  }
+  ++in_flight_;
+  return {};
+}
+
+Status DeviceCache::finish(Client& client, std::uint32_t sequence, std::uint32_t layer, std::vector<float>& host,
+                           kvtier_staged_layer& staged) {
+  const kvtier_status status = client.stage_wait(sequence, layer, staged);
+  if (in_flight_ != 0) --in_flight_;
   if (status != KVTIER_OK) return make_error(Errc::kInternal, client.last_error());
   // K and V rows lie in the device staging buffer; bring down the span that holds both.
   const std::size_t half = staged.rows * host_.half_row_bytes();
   const std::size_t k_at = reinterpret_cast<std::uintptr_t>(staged.k) - staging_.address();
   const std::size_t v_at = reinterpret_cast<std::uintptr_t>(staged.v) - staging_.address();
-  const std::size_t span = std::max(k_at, v_at) + half;
-  if (span > staging_.size()) return make_error(Errc::kInternal, "staged rows outside the staging buffer");
-  host.resize(std::max<std::size_t>((span + sizeof(float) - 1) / sizeof(float), 1));
-  if (auto ok = staging_.download(host.data(), span); !ok) return ok;
+  const std::size_t end = std::max(k_at, v_at) + half, begin = std::min(k_at, v_at);
+  if (end > staging_.size()) return make_error(Errc::kInternal, "staged rows outside the staging buffer");
+  host.resize(std::max<std::size_t>((end - begin + sizeof(float) - 1) / sizeof(float), 1));
+  if (auto ok = staging_.download(host.data(), end - begin, begin); !ok) return ok;
   const auto* host_base = reinterpret_cast<const std::byte*>(host.data());
-  staged.k = host_base + k_at;
-  staged.v = host_base + v_at;
+  staged.k = host_base + (k_at - begin);
+  staged.v = host_base + (v_at - begin);
   return {};
 }
 

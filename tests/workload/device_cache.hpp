@@ -6,7 +6,12 @@
 //   host cache (ToyModel)                         device cache (DeviceCache, same layout)
 //   decode writes slot s  ── upload_slot(s) ───▶  every layer and KV head of slot s
 //   attention reads T0    ◀── download_all() ──   restores the executor wrote (before each step)
-//   staged rows (host)    ◀── stage_layer() ───   device staging buffer (kvtier_stage_layer)
+//   audit of a T2 restore ◀── download_slot(s) ─  the row libkvtier dequantized into slot s
+//   staged rows (host)    ◀── finish() ────────   device staging buffer (kvtier_stage_prefetch of
+//                                                 layer l + 1 while l computes, kvtier_stage_wait)
+//
+// T2 rows take the same paths: libkvtier's CUDA executor dequantizes them on the GPU straight
+// into the device staging buffer (stage) or into the device cache (T2 -> T0 restores).
 //
 // Correctness over speed: whole layers come down once per step, one small copy per (layer, head,
 // K/V) goes up per written token. Uses only kernels/cuda/device.hpp (no CUDA header); without a
@@ -40,12 +45,19 @@ class DeviceCache {
   // Copies every layer's device K and V over the host cache: the host then holds what the
   // library left on the device (restored T0 rows included).
   Status download_all();
+  // Copies slot `slot` (every layer and KV head) from the device over the host cache, e.g. a row
+  // a T2 -> T0 restore just dequantized there, for the audit to read right after the plan.
+  Status download_slot(std::uint32_t slot);
 
-  // Stages `layer` of `sequence` (`bytes`: what kvtier_sequence_t1_rows asks for) into the device
-  // staging buffer, grown as needed, then copies the staged rows into `host` (resized): `staged`
-  // then describes them in host memory. A library failure carries client.last_error().
-  Status stage(Client& client, std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order,
-               std::size_t bytes, std::vector<float>& host, kvtier_staged_layer& staged);
+  // Layer-wise staging (double buffered) into half layer % 2 of the device staging buffer, grown
+  // as needed while nothing is in flight. prefetch issues `layer` of `sequence` (`bytes`: what
+  // kvtier_sequence_t1_rows asks for; kvtier_stage_prefetch); finish waits for it
+  // (kvtier_stage_wait) and copies the staged rows into `host` (resized): `staged` then describes
+  // them in host memory. A library failure carries client.last_error().
+  Status prefetch(Client& client, std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order,
+                  std::size_t bytes);
+  Status finish(Client& client, std::uint32_t sequence, std::uint32_t layer, std::vector<float>& host,
+                kvtier_staged_layer& staged);
 
  private:
   explicit DeviceCache(const kernels::KvLayout& host) : host_(host) {}
@@ -56,7 +68,9 @@ class DeviceCache {
   std::size_t layer_bytes_ = 0;
   std::vector<kernels::cuda::DeviceBuffer> k_, v_;
   std::vector<std::uintptr_t> k_base_, v_base_;
-  kernels::cuda::DeviceBuffer staging_;
+  kernels::cuda::DeviceBuffer staging_;  // two halves of half_ bytes
+  std::size_t half_ = 0;
+  unsigned in_flight_ = 0;
 };
 
 }  // namespace kvtier::workload

@@ -458,10 +458,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (o.backend == KVTIER_BACKEND_CUDA) {
-    if (o.int8_pool_tokens != 0) {
-      std::fputs("kvtier-handoff-peer: --backend cuda with --int8-pool-tokens: T2 rows need the CPU backend\n", stderr);
-      return 2;
-    }
     if (const auto count = kvtier::kernels::cuda::device_count(); !count) {
       std::fprintf(stderr, "kvtier-handoff-peer: %s\n", count.error().message.c_str());
       return 4;

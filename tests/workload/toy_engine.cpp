@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "device_cache.hpp"
 
@@ -20,27 +21,31 @@ kvtier_status engine_error(std::uint32_t sequence, const char* what, const Error
 
 // Hands the model each layer's host rows (T1 exact, T2 dequantized), staged by libkvtier from the
 // pools (into device memory and back down with a device cache), and lets the audit copy what the
-// model is given.
+// model is given. Double buffered as an engine on a GPU would: layer l + 1 is prefetched
+// (kvtier_stage_prefetch) before layer l is waited for (kvtier_stage_wait), into the other buffer.
 class ToyEngine::Staging : public toy::StagingSource {
  public:
-  Staging(Client& client, std::uint32_t sequence, kvtier_staging_order order, KvAudit* audit)
-      : client_(client), sequence_(sequence), order_(order), audit_(audit) {}
+  Staging(Client& client, std::uint32_t sequence, std::uint32_t layers, kvtier_staging_order order, KvAudit* audit)
+      : client_(client), sequence_(sequence), layers_(layers), order_(order), audit_(audit) {}
 
   void set_device(DeviceCache* device) { device_ = device; }
 
   Result<toy::StagedRows> stage(std::uint32_t layer) override {
-    std::size_t rows = 0, bytes = 0;
-    if (client_.t1_rows(sequence_, rows, bytes) != KVTIER_OK) return make_error(Errc::kInternal, client_.last_error());
+    if (ahead_ != layer) {
+      if (auto ok = prefetch(layer); !ok) return tl::unexpected(ok.error());
+    }
+    ahead_.reset();
+    if (layer + 1 < layers_) {
+      if (auto ok = prefetch(layer + 1); !ok) return tl::unexpected(ok.error());
+      ahead_ = layer + 1;
+    }
     kvtier_staged_layer staged{};
     if (device_ != nullptr) {
-      if (auto ok = device_->stage(client_, sequence_, layer, order_, bytes, buffer_, staged); !ok) {
+      if (auto ok = device_->finish(client_, sequence_, layer, buffer_[layer % 2], staged); !ok) {
         return tl::unexpected(ok.error());
       }
-    } else {
-      buffer_.resize(std::max<std::size_t>(bytes / sizeof(float), 1));
-      const auto status = client_.stage_layer(
-          sequence_, layer, order_, std::as_writable_bytes(std::span(buffer_)), staged);
-      if (status != KVTIER_OK) return make_error(Errc::kInternal, client_.last_error());
+    } else if (client_.stage_wait(sequence_, layer, staged) != KVTIER_OK) {
+      return make_error(Errc::kInternal, client_.last_error());
     }
     const toy::StagedRows view{std::span(staged.positions, staged.rows), static_cast<const float*>(staged.k),
                                static_cast<const float*>(staged.v),
@@ -51,12 +56,26 @@ class ToyEngine::Staging : public toy::StagingSource {
   }
 
  private:
+  Status prefetch(std::uint32_t layer) {
+    std::size_t rows = 0, bytes = 0;
+    if (client_.t1_rows(sequence_, rows, bytes) != KVTIER_OK) return make_error(Errc::kInternal, client_.last_error());
+    if (device_ != nullptr) return device_->prefetch(client_, sequence_, layer, order_, bytes);
+    std::vector<float>& buffer = buffer_[layer % 2];
+    buffer.resize(std::max<std::size_t>(bytes / sizeof(float), 1));
+    if (client_.stage_prefetch(sequence_, layer, order_, std::as_writable_bytes(std::span(buffer))) != KVTIER_OK) {
+      return make_error(Errc::kInternal, client_.last_error());
+    }
+    return {};
+  }
+
   Client& client_;
   std::uint32_t sequence_;
+  std::uint32_t layers_;
   kvtier_staging_order order_;
   KvAudit* audit_;
   DeviceCache* device_ = nullptr;
-  std::vector<float> buffer_;
+  std::optional<std::uint32_t> ahead_;  // the layer prefetched ahead of the one being staged
+  std::vector<float> buffer_[2];        // host staging (or the device's staged rows, downloaded)
 };
 
 ToyEngine::ToyEngine(Client& client, std::uint32_t sequence, const toy::ToyConfig& config, std::uint64_t seed,
@@ -73,7 +92,7 @@ ToyEngine::ToyEngine(Client& client, std::uint32_t sequence, const toy::ToyConfi
       audit_(key_ranges != nullptr && audit_every != 0 ? std::make_unique<KvAudit>(config, *key_ranges) : nullptr),
       audit_every_(audit_every),
       seed_(seed) {
-  staging_ = std::make_unique<Staging>(client, sequence, order, audit_.get());
+  staging_ = std::make_unique<Staging>(client, sequence, config.num_layers, order, audit_.get());
 }
 
 ToyEngine::~ToyEngine() = default;
@@ -153,6 +172,7 @@ kvtier_status ToyEngine::apply(const kvtier_plan& plan) {
     ++stats_.plans_failed;
     return client_.ack_plan(plan.epoch, false);
   }
+  kvtier_status engine_failed = KVTIER_OK;  // the plan is applied either way: ack it first
   for (std::size_t i = 0; i < plan.move_count; ++i) {
     const kvtier_plan_move& m = plan.moves[i];
     if (m.from_tier == KVTIER_T0) (void)model_->release(m.position);
@@ -169,12 +189,20 @@ kvtier_status ToyEngine::apply(const kvtier_plan& plan) {
     }
     tiers_[m.position] = m.to_tier;
     if (audit_ && m.from_tier == KVTIER_T2 && m.to_tier == KVTIER_T0) {
+      // With a device cache the dequantized row is on the device only: bring it down first.
+      if (device_) {
+        if (auto down = device_->download_slot(hbm[i]); !down) {
+          engine_failed = engine_error(sequence_, "device cache download", down.error());
+          continue;
+        }
+      }
       audit_->restored_from_t2(*model_, m.position);
       key_ranges_->widen(*model_, m.position);
     }
   }
   ++stats_.plans;
-  return client_.ack_plan(plan.epoch, true);
+  const kvtier_status acked = client_.ack_plan(plan.epoch, true);
+  return engine_failed != KVTIER_OK ? engine_failed : acked;
 }
 
 kvtier_status ToyEngine::step() {

@@ -10,7 +10,8 @@
 // --backend cpu (default): the engine's KV cache is host memory and libkvtier's CPU executor
 // moves the rows. --backend cuda: the cache and the staging buffer are device memory (DeviceCache)
 // and every row moves through libkvtier's CUDA executor; the toy still computes on the CPU over a
-// host mirror. T2 (--int8-pool-tokens) needs the CPU backend: libkvtier refuses T2 rows on CUDA.
+// host mirror. T2 rows (--int8-pool-tokens) work on both: on CUDA libkvtier dequantizes them on
+// the GPU, into the device staging buffer or (T2 -> T0) the device cache.
 // --probe checks the backend and exits (0 usable, 4 not) without a daemon.
 //
 // Prints one `summary key=value ...` line. Exit: 0 ok, 1 failed, 2 usage, 3 daemon unreachable,
@@ -130,12 +131,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (o.backend == KVTIER_BACKEND_CUDA) {
-    if (o.int8_pool_tokens != 0) {
-      std::fputs("kvtier-workload: --backend cuda with --int8-pool-tokens: T2 (int8) rows need the CPU backend "
-                 "(libkvtier refuses them on CUDA until the GPU dequantize path is wired, issue #4)\n",
-                 stderr);
-      return 2;
-    }
     // Without a device (or a CUDA build) say so and stop before touching the daemon.
     if (const auto count = kvtier::kernels::cuda::device_count(); !count) {
       std::fprintf(stderr, "kvtier-workload: %s\n", count.error().message.c_str());

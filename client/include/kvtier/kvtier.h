@@ -289,10 +289,32 @@ KVTIER_API kvtier_status kvtier_sequence_t1_rows(const kvtier_client* client, ui
                                                  size_t* out_bytes);
 
 /* Stages layer `layer`'s T1 and T2 rows of the sequence into `buffer` (capacity bytes) before
- * that layer's attention. T2 rows need the CPU backend for now (KVTIER_E_BAD_STATE with CUDA). */
+ * that layer's attention: kvtier_stage_prefetch, then kvtier_stage_wait. */
 KVTIER_API kvtier_status kvtier_stage_layer(kvtier_client* client, uint32_t sequence, uint32_t layer,
                                             kvtier_staging_order order, void* buffer, size_t capacity,
                                             kvtier_staged_layer* out);
+
+/* Layer-wise double buffering. kvtier_stage_prefetch issues layer's staging into `buffer` and
+ * returns (CUDA: on the library's copy stream; the CPU backend copies before returning);
+ * kvtier_stage_wait completes it and fills *out. An engine prefetches layer l + 1 into a second
+ * buffer while layer l computes, so staging takes two layers of memory:
+ *
+ *   prefetch(0, buf[0]); for l: { if l + 1 < L: prefetch(l + 1, buf[(l + 1) % 2]); wait(l); attention(l) }
+ *
+ * At most two layers in flight per sequence; a layer already in flight, a third one, a wait for a
+ * layer not prefetched, or kvtier_plan_execute while one is in flight: KVTIER_E_BAD_STATE. out's
+ * positions stay valid until the second prefetch after it (its slot is reused). */
+KVTIER_API kvtier_status kvtier_stage_prefetch(kvtier_client* client, uint32_t sequence, uint32_t layer,
+                                               kvtier_staging_order order, void* buffer, size_t capacity);
+KVTIER_API kvtier_status kvtier_stage_wait(kvtier_client* client, uint32_t sequence, uint32_t layer,
+                                           kvtier_staged_layer* out);
+
+/* The engine's compute stream for this sequence's copies (a cudaStream_t; 0 = none, the default).
+ * With one, copies wait for the work already queued on it before touching memory, restored
+ * tokens are complete before work queued after kvtier_plan_execute, and kvtier_stage_wait makes
+ * the stream wait for the staging instead of blocking the host. The CPU backend ignores it.
+ * Needs an attached cache. */
+KVTIER_API kvtier_status kvtier_sequence_set_stream(kvtier_client* client, uint32_t sequence, uintptr_t stream);
 
 /* ---- handing a sequence to another process ---------------------------------------------
  *

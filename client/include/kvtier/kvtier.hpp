@@ -101,6 +101,13 @@ class Client {
                             std::span<std::byte> buffer, kvtier_staged_layer& out) {
     return kvtier_stage_layer(handle_.get(), sequence, layer, order, buffer.data(), buffer.size(), &out);
   }
+  kvtier_status stage_prefetch(std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order,
+                               std::span<std::byte> buffer) {
+    return kvtier_stage_prefetch(handle_.get(), sequence, layer, order, buffer.data(), buffer.size());
+  }
+  kvtier_status stage_wait(std::uint32_t sequence, std::uint32_t layer, kvtier_staged_layer& out) {
+    return kvtier_stage_wait(handle_.get(), sequence, layer, &out);
+  }
 
   kvtier_status counters(kvtier_client_counters& out) const { return kvtier_client_counters_get(handle_.get(), &out); }
 

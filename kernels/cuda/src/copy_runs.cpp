@@ -75,6 +75,34 @@ std::size_t run_length(std::size_t first, std::size_t size, Slots slots_at) {
   return n;
 }
 
+// plan_staging over `count` entries, entry k staging pool slot row_at(k).slot as staged row
+// row_at(k).index of `staged_rows`.
+template <class RowAt>
+StagingPlan plan_staging_rows(const PoolView& pool, std::uint32_t layer, std::size_t count,
+                              std::size_t staged_rows, RowAt row_at, std::uintptr_t staging,
+                              std::size_t min_run_bytes) {
+  StagingPlan plan;
+  const std::size_t half = pool.row_bytes / 2;
+  std::size_t i = 0;
+  while (i < count) {
+    const std::size_t n = run_length(i, count, [&](std::size_t k) {
+      const StagedRow row = row_at(k);
+      return std::pair{row.slot, row.index};
+    });
+    const StagedRow first = row_at(i);
+    if (n * pool.row_bytes >= min_run_bytes) {
+      const auto src = reinterpret_cast<std::uintptr_t>(pool.row(layer, first.slot));
+      plan.dma.push_back(DmaCopy2d{staging + first.index * half, half, src, pool.row_bytes, half, n});
+      plan.dma.push_back(DmaCopy2d{staging + (staged_rows + first.index) * half, half, src + half,
+                                   pool.row_bytes, half, n});
+    } else {
+      for (std::size_t k = i; k < i + n; ++k) plan.kernel_rows.push_back(row_at(k));
+    }
+    i += n;
+  }
+  return plan;
+}
+
 }  // namespace
 
 CopyPlan plan_copies(const KvLayout& layout, const PoolView& pool, Direction direction,
@@ -114,27 +142,18 @@ CopyPlan plan_copies(const KvLayout& layout, const PoolView& pool, Direction dir
 StagingPlan plan_staging(const PoolView& pool, std::uint32_t layer,
                          std::span<const std::uint32_t> pool_slots, std::uintptr_t staging,
                          std::size_t min_run_bytes) {
-  StagingPlan plan;
-  const std::size_t rows = pool_slots.size();
-  const std::size_t half = pool.row_bytes / 2;
-  std::size_t i = 0;
-  while (i < rows) {
-    const std::size_t n = run_length(i, rows, [&](std::size_t k) {
-      return std::pair{pool_slots[k], static_cast<std::uint32_t>(k)};
-    });
-    if (n * pool.row_bytes >= min_run_bytes) {
-      const auto src = reinterpret_cast<std::uintptr_t>(pool.row(layer, pool_slots[i]));
-      plan.dma.push_back(DmaCopy2d{staging + i * half, half, src, pool.row_bytes, half, n});
-      plan.dma.push_back(
-          DmaCopy2d{staging + (rows + i) * half, half, src + half, pool.row_bytes, half, n});
-    } else {
-      for (std::size_t k = i; k < i + n; ++k) {
-        plan.kernel_rows.push_back(StagedRow{static_cast<std::uint32_t>(k), pool_slots[k]});
-      }
-    }
-    i += n;
-  }
-  return plan;
+  return plan_staging_rows(
+      pool, layer, pool_slots.size(), pool_slots.size(),
+      [&](std::size_t k) { return StagedRow{static_cast<std::uint32_t>(k), pool_slots[k]}; },
+      staging, min_run_bytes);
+}
+
+StagingPlan plan_staging(const PoolView& pool, std::uint32_t layer, std::span<const StagedRow> rows,
+                         std::size_t staged_rows, std::uintptr_t staging,
+                         std::size_t min_run_bytes) {
+  return plan_staging_rows(
+      pool, layer, rows.size(), staged_rows, [&](std::size_t k) { return rows[k]; }, staging,
+      min_run_bytes);
 }
 
 std::uint32_t common_vector_bytes(std::initializer_list<std::size_t> values) noexcept {

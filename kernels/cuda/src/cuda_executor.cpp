@@ -1,23 +1,19 @@
 // CudaExecutor (cuda_executor.hpp): pinned pool, copy stream, per-layer events, planned copies.
 #include "kvtier/kernels/cuda/cuda_executor.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cuda_check.hpp"
+#include "cuda_executor_state.hpp"
 #include "dma.hpp"
-#include "executor_resources.hpp"
 #include "fast_divmod.hpp"
 #include "kvtier/kernels/cuda/device.hpp"
 
 namespace kvtier::kernels::cuda {
 namespace {
-
-cudaStream_t as_stream(std::uintptr_t handle) { return reinterpret_cast<cudaStream_t>(handle); }
-cudaEvent_t as_event(const Event& event) { return reinterpret_cast<cudaEvent_t>(event.handle()); }
-
-std::string num(std::size_t value) { return std::to_string(value); }
 
 // Bytes from the pool's base to the end of its last row: what must be registered.
 std::size_t pool_extent(const PoolView& pool) {
@@ -38,49 +34,7 @@ Status require_device_memory(const std::vector<std::uintptr_t>& bases, std::stri
   return {};
 }
 
-// Moves a newly made resource into `slot`, or passes on why it could not be made.
-template <class T>
-Status assign(Result<T> made, T& slot) {
-  if (!made) return tl::unexpected(made.error());
-  slot = std::move(*made);
-  return {};
-}
-
-// Makes the copy stream wait for the work queued on the compute stream so far (none: no-op).
-Status order_after_compute(std::uintptr_t compute, Event& ready, const Stream& copy) {
-  if (compute == 0) return {};
-  if (auto s = ready.record(compute); !s) return s;
-  KVTIER_CUDA_CHECK(cudaStreamWaitEvent(as_stream(copy.handle()), as_event(ready), 0));
-  return {};
-}
-
 }  // namespace
-
-// Members are destroyed in reverse order: the registration, declared first, goes last, after
-// the destructor has drained the copy stream.
-struct CudaExecutor::State {
-  KvLayout layout;
-  PoolView pool;
-  HostRegistration registration;
-  DeviceBuffer bases;  // k_base[0..L) then v_base[0..L)
-  Stream copy;
-  Event compute_ready;
-  Event copies_done;
-  std::vector<Event> layer_ready;
-  UploadLane copy_lane;
-  UploadLane stage_lanes[2];
-  DeviceBuffer staging[2];
-  std::size_t staging_bytes = 0;
-  std::uint32_t row_copy_vector = 1;
-  CopyStats stats;
-
-  State() = default;
-  State(const State&) = delete;
-  State& operator=(const State&) = delete;
-  ~State() {
-    if (copy.handle() != 0) (void)copy.synchronize();
-  }
-};
 
 CudaExecutor::CudaExecutor(CudaExecutorOptions options) : options_(options) {}
 
@@ -173,35 +127,57 @@ Status CudaExecutor::copy_layers(Direction direction, std::span<const RowCopy> c
   st.stats.dma_copies = plan.dma.size();
   if (auto s = issue_dma(plan.dma, stream); !s) return s;
   if (!plan.kernel_copies.empty()) {
-    const std::size_t n = plan.kernel_copies.size();
-    auto table = st.copy_lane.upload(plan.kernel_copies.data(), n * sizeof(RowCopy), stream);
-    if (!table) return tl::unexpected(table.error());
-    KvRowCopyArguments args;
-    args.direction = direction;
-    args.k_bases = st.bases.address();
-    args.v_bases = st.bases.address() + std::size_t{layers} * sizeof(std::uintptr_t);
-    args.num_kv_heads = st.layout.num_kv_heads;
-    args.num_slots = st.layout.num_slots;
-    args.block_size = st.layout.block_size;
-    args.head_bytes = st.layout.head_bytes();
-    args.token_stride = st.layout.token_stride;
-    args.head_stride = st.layout.head_stride;
-    args.block_stride = st.layout.block_stride;
-    args.pool = st.registration.device_address();
-    args.row_bytes = st.pool.row_bytes;
-    args.layer_stride = st.pool.layer_stride;
-    args.copies = *table;
-    args.num_copies = static_cast<std::uint32_t>(n);
-    args.first_layer = first_layer;
-    args.num_layers = end - first_layer;
-    args.vector_bytes = st.row_copy_vector;
-    args.max_blocks = options_.copy_blocks;
-    KvRowCopy op;
-    if (auto s = op.initialize(args); !s) return s;
-    if (auto s = op.run(st.copy.handle()); !s) return s;
-    st.stats.kernel_units = n * args.num_layers;
-    st.stats.kernel_bytes = st.stats.kernel_units * st.pool.row_bytes;
+    if (auto s = row_copy_kernel(direction, st.registration.device_address(), st.pool,
+                                 plan.kernel_copies, first_layer, end);
+        !s) {
+      return s;
+    }
   }
+  return finish_copies();
+}
+
+Status CudaExecutor::row_copy_kernel(Direction direction, std::uintptr_t pool,
+                                     const PoolView& view, std::span<const RowCopy> copies,
+                                     std::uint32_t first_layer, std::uint32_t end_layer) {
+  State& st = *state_;
+  const std::uint32_t layers = st.layout.num_layers;
+  const std::size_t n = copies.size();
+  const cudaStream_t stream = as_stream(st.copy.handle());
+  auto table = st.copy_lane.upload(copies.data(), n * sizeof(RowCopy), stream);
+  if (!table) return tl::unexpected(table.error());
+  KvRowCopyArguments args;
+  args.direction = direction;
+  args.k_bases = st.bases.address();
+  args.v_bases = st.bases.address() + std::size_t{layers} * sizeof(std::uintptr_t);
+  args.num_kv_heads = st.layout.num_kv_heads;
+  args.num_slots = st.layout.num_slots;
+  args.block_size = st.layout.block_size;
+  args.head_bytes = st.layout.head_bytes();
+  args.token_stride = st.layout.token_stride;
+  args.head_stride = st.layout.head_stride;
+  args.block_stride = st.layout.block_stride;
+  args.pool = pool;
+  args.row_bytes = view.row_bytes;
+  args.layer_stride = view.layer_stride;
+  args.copies = *table;
+  args.num_copies = static_cast<std::uint32_t>(n);
+  args.first_layer = first_layer;
+  args.num_layers = end_layer - first_layer;
+  // st.row_copy_vector covers the layout and the T1 pool; other rows (T2 scratch) narrow it.
+  args.vector_bytes =
+      std::min(st.row_copy_vector,
+               common_vector_bytes({view.row_bytes, view.layer_stride, std::size_t{pool}}));
+  args.max_blocks = options_.copy_blocks;
+  KvRowCopy op;
+  if (auto s = op.initialize(args); !s) return s;
+  if (auto s = op.run(st.copy.handle()); !s) return s;
+  st.stats.kernel_units = n * args.num_layers;
+  st.stats.kernel_bytes = st.stats.kernel_units * view.row_bytes;
+  return {};
+}
+
+Status CudaExecutor::finish_copies() {
+  State& st = *state_;
   if (auto s = st.copies_done.record(st.copy.handle()); !s) return s;
   if (compute_stream_ != 0) {
     KVTIER_CUDA_CHECK(cudaStreamWaitEvent(as_stream(compute_stream_), as_event(st.copies_done), 0));

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "cuda_check.hpp"
@@ -12,6 +14,19 @@
 namespace kvtier::kernels::cuda {
 
 // --- HostRegistration --------------------------------------------------------------------------
+
+namespace {
+
+// Ranges this process registered, by page-aligned start: every sequence's executor binds the
+// client's same pools, and the first one to go must not unregister pages the others still use.
+struct Registered {
+  std::size_t bytes = 0;
+  std::size_t users = 0;
+};
+std::mutex registered_mutex;
+std::map<std::uintptr_t, Registered> registered_ranges;
+
+}  // namespace
 
 Result<HostRegistration> HostRegistration::create(const void* base, std::size_t bytes) {
   if (base == nullptr || bytes == 0) {
@@ -24,14 +39,23 @@ Result<HostRegistration> HostRegistration::create(const void* base, std::size_t 
   const std::uintptr_t end = (begin + bytes + page - 1) & ~(page - 1);
   HostRegistration registration;
   void* const start_ptr = reinterpret_cast<void*>(start);
-  const cudaError_t status =
-      cudaHostRegister(start_ptr, end - start, cudaHostRegisterMapped | cudaHostRegisterPortable);
-  if (status == cudaErrorHostMemoryAlreadyRegistered) {
-    (void)cudaGetLastError();  // pinned by its owner (e.g. cudaHostAlloc): use it, leave it
-  } else if (status != cudaSuccess) {
-    return cuda_error("cudaHostRegister(pool, mapped)", status);
-  } else {
-    registration.registered_ = start_ptr;  // from here on the destructor unregisters
+  {
+    const std::lock_guard lock(registered_mutex);
+    if (auto it = registered_ranges.find(start); it != registered_ranges.end() && it->second.bytes == end - start) {
+      ++it->second.users;  // registered by another executor of this process: share it
+      registration.registered_ = start_ptr;
+    } else {
+      const cudaError_t status =
+          cudaHostRegister(start_ptr, end - start, cudaHostRegisterMapped | cudaHostRegisterPortable);
+      if (status == cudaErrorHostMemoryAlreadyRegistered) {
+        (void)cudaGetLastError();  // pinned by its owner (e.g. cudaHostAlloc): use it, leave it
+      } else if (status != cudaSuccess) {
+        return cuda_error("cudaHostRegister(pool, mapped)", status);
+      } else {
+        registered_ranges[start] = Registered{end - start, 1};
+        registration.registered_ = start_ptr;  // from here on the destructor releases it
+      }
+    }
   }
   void* device = nullptr;
   if (registration.registered_ != nullptr) {
@@ -45,9 +69,12 @@ Result<HostRegistration> HostRegistration::create(const void* base, std::size_t 
 }
 
 HostRegistration::~HostRegistration() {
-  if (registered_ != nullptr && cudaHostUnregister(registered_) != cudaSuccess) {
-    (void)cudaGetLastError();
-  }
+  if (registered_ == nullptr) return;
+  const std::lock_guard lock(registered_mutex);
+  auto it = registered_ranges.find(reinterpret_cast<std::uintptr_t>(registered_));
+  if (it == registered_ranges.end() || --it->second.users != 0) return;  // another executor still uses it
+  registered_ranges.erase(it);
+  if (cudaHostUnregister(registered_) != cudaSuccess) (void)cudaGetLastError();
 }
 
 HostRegistration::HostRegistration(HostRegistration&& other) noexcept

@@ -1,13 +1,15 @@
 // RAII pieces of the CudaExecutor's state. Private to kvtier_kernels_cuda.
 //
 //  - HostRegistration: one cudaHostRegister (mapped, portable) of a page-rounded host range,
-//    undone in the destructor. Memory some other owner already registered (or allocated pinned)
-//    is used as is and left alone.
+//    undone when its last user goes: executors of one process binding the same range (every
+//    sequence of a client binds the client's pools) share one registration, counted. Memory some
+//    other owner already registered (or allocated pinned) is used as is and left alone.
 //  - UploadLane: a pinned host buffer and a device buffer for small per-operation tables (copy
 //    lists, staged-row lists) sent to the device on the copy stream. Before its host side is
 //    rewritten, the lane waits for its previous upload to have been read.
 //
-// Thread-safety: one thread at a time, like the executor.
+// Thread-safety: one thread at a time, like the executor; the shared registration count is
+// guarded by a mutex.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -138,26 +138,63 @@ __global__ void quantize_values_kernel(const std::byte* rows, std::uint64_t row_
   }
 }
 
-// One thread per (row, channel): x = min + code * scale, K and V, rounded to the dtype.
+// Channel c of int8 row `r` of `block`: x = min + code * scale, K and V, rounded to the dtype,
+// written to element c of k_row and v_row.
+template <class T>
+__device__ __forceinline__ void dequantize_channel(const std::byte* block, std::uint64_t r,
+                                                   std::uint64_t c, const BlockShape& s,
+                                                   std::byte* k_row, std::byte* v_row) {
+  const std::uint64_t h = c / s.dim;
+  const std::byte* row = block + s.key_params + r * s.int8_row;
+  const auto* params = reinterpret_cast<const float*>(block);
+  const auto* row_params = reinterpret_cast<const float*>(row);
+  const auto* codes = reinterpret_cast<const std::uint8_t*>(row + 8 * std::uint64_t{s.heads});
+  const float key =
+      __fadd_rn(params[s.channels + c], __fmul_rn(static_cast<float>(codes[c]), params[c]));
+  const float value =
+      __fadd_rn(row_params[s.heads + h],
+                __fmul_rn(static_cast<float>(codes[s.channels + c]), row_params[h]));
+  store(reinterpret_cast<T*>(k_row) + c, key);
+  store(reinterpret_cast<T*>(v_row) + c, value);
+}
+
+// One thread per (row, channel) of `count` contiguous rows.
 template <class T>
 __global__ void dequantize_kernel(const std::byte* blocks, BlockShape s, std::byte* k,
                                   std::uint64_t k_stride, std::byte* v, std::uint64_t v_stride) {
   const std::uint64_t tasks = s.count * s.channels;
   for (std::uint64_t task = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; task < tasks;
        task += std::uint64_t{gridDim.x} * blockDim.x) {
-    const std::uint64_t t = task / s.channels, c = task % s.channels, h = c / s.dim;
-    const std::byte* block = blocks + (t / s.group) * s.block;
-    const std::byte* row = block + s.key_params + (t % s.group) * s.int8_row;
-    const auto* params = reinterpret_cast<const float*>(block);
-    const auto* row_params = reinterpret_cast<const float*>(row);
-    const auto* codes = reinterpret_cast<const std::uint8_t*>(row + 8 * std::uint64_t{s.heads});
-    const float key =
-        __fadd_rn(params[s.channels + c], __fmul_rn(static_cast<float>(codes[c]), params[c]));
-    const float value =
-        __fadd_rn(row_params[s.heads + h],
-                  __fmul_rn(static_cast<float>(codes[s.channels + c]), row_params[h]));
-    store(reinterpret_cast<T*>(k + t * k_stride) + c, key);
-    store(reinterpret_cast<T*>(v + t * v_stride) + c, value);
+    const std::uint64_t t = task / s.channels, c = task % s.channels;
+    dequantize_channel<T>(blocks + (t / s.group) * s.block, t % s.group, c, s, k + t * k_stride,
+                          v + t * v_stride);
+  }
+}
+
+struct GatherShape {
+  const std::byte* pool;
+  std::uint64_t layer_stride;
+  const StagedRow* rows;
+  std::uint64_t num_rows, num_layers;
+  std::byte* k;
+  std::byte* v;
+  std::uint64_t k_stride, v_stride, out_layer_stride;
+};
+
+// One thread per (layer, listed row, channel): int8 slot rows[r].slot -> output row rows[r].index.
+template <class T>
+__global__ void gather_dequantize_kernel(const GatherShape g, const BlockShape s) {
+  const std::uint64_t per_layer = g.num_rows * s.channels;
+  const std::uint64_t tasks = g.num_layers * per_layer;
+  for (std::uint64_t task = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; task < tasks;
+       task += std::uint64_t{gridDim.x} * blockDim.x) {
+    const std::uint64_t l = task / per_layer, in_layer = task % per_layer;
+    const std::uint64_t r = in_layer / s.channels, c = in_layer % s.channels;
+    const StagedRow row = g.rows[r];
+    const std::byte* block = g.pool + l * g.layer_stride + std::uint64_t{row.slot / s.group} * s.block;
+    const std::uint64_t out = l * g.out_layer_stride;
+    dequantize_channel<T>(block, row.slot % s.group, c, s, g.k + out + row.index * g.k_stride,
+                          g.v + out + row.index * g.v_stride);
   }
 }
 
@@ -192,6 +229,25 @@ Status launch_dequantize(const Int8DequantizeArguments& a, cudaStream_t stream) 
   return {};
 }
 
+template <class T>
+Status launch_gather_dequantize(const Int8GatherDequantizeArguments& a, cudaStream_t stream) {
+  const BlockShape s = shape_of(a.geometry, 0);
+  const GatherShape g{reinterpret_cast<const std::byte*>(a.pool),
+                      a.layer_stride,
+                      reinterpret_cast<const StagedRow*>(a.rows),
+                      a.num_rows,
+                      a.num_layers,
+                      reinterpret_cast<std::byte*>(a.k),
+                      reinterpret_cast<std::byte*>(a.v),
+                      a.k_stride,
+                      a.v_stride,
+                      a.out_layer_stride};
+  const std::uint64_t tasks = std::uint64_t{a.num_layers} * a.num_rows * s.channels;
+  gather_dequantize_kernel<T><<<grid_for(tasks, kThreads), kThreads, 0, stream>>>(g, s);
+  KVTIER_CUDA_CHECK_LAUNCH("gather_dequantize_kernel");
+  return {};
+}
+
 template <template <class> class Launch, class Args>
 Status dispatch(const Args& a, std::uintptr_t stream) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
@@ -216,6 +272,13 @@ template <class T>
 struct DequantizeLaunch {
   static Status run(const Int8DequantizeArguments& a, cudaStream_t s) {
     return launch_dequantize<T>(a, s);
+  }
+};
+
+template <class T>
+struct GatherDequantizeLaunch {
+  static Status run(const Int8GatherDequantizeArguments& a, cudaStream_t s) {
+    return launch_gather_dequantize<T>(a, s);
   }
 };
 
@@ -275,6 +338,40 @@ Status Int8Dequantize::run(std::uintptr_t stream) const {
   if (!initialized_) return make_error(Errc::kBadState, "int8 dequantize: not initialized");
   if (args_.count == 0) return {};
   return dispatch<DequantizeLaunch>(args_, stream);
+}
+
+Status Int8GatherDequantize::can_implement(const Int8GatherDequantizeArguments& a) {
+  if (auto s = validate(a.geometry); !s) return s;
+  if (a.num_rows == 0 || a.num_layers == 0) return {};
+  if (a.pool == 0 || a.rows == 0 || a.k == 0 || a.v == 0) {
+    return invalid("int8 gather dequantize: null address");
+  }
+  if (a.pool % 16 != 0 || (a.num_layers > 1 && a.layer_stride % 16 != 0)) {
+    return invalid("int8 gather dequantize: blocks must be 16-byte aligned");
+  }
+  const std::size_t es = dtype_bytes(a.geometry.dtype), half = a.geometry.channels() * es;
+  if (a.k_stride < half || a.v_stride < half) {
+    return invalid("int8 gather dequantize: output strides below one K/V half");
+  }
+  if (a.k % es != 0 || a.v % es != 0 || a.k_stride % es != 0 || a.v_stride % es != 0 ||
+      a.out_layer_stride % es != 0) {
+    return invalid("int8 gather dequantize: outputs not aligned to the element size");
+  }
+  return {};
+}
+
+Status Int8GatherDequantize::initialize(const Int8GatherDequantizeArguments& args) {
+  initialized_ = false;
+  if (auto s = can_implement(args); !s) return s;
+  args_ = args;
+  initialized_ = true;
+  return {};
+}
+
+Status Int8GatherDequantize::run(std::uintptr_t stream) const {
+  if (!initialized_) return make_error(Errc::kBadState, "int8 gather dequantize: not initialized");
+  if (args_.num_rows == 0 || args_.num_layers == 0) return {};
+  return dispatch<GatherDequantizeLaunch>(args_, stream);
 }
 
 }  // namespace kvtier::kernels::cuda

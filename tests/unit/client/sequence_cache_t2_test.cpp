@@ -248,5 +248,33 @@ TEST_F(SequenceCacheT2, StagingChecksTheBufferWithT2Rows) {
             Errc::kInvalidArgument);
 }
 
+// Double buffering: layer 1 prefetched while layer 0 is still in flight; each wait returns what
+// a one-shot stage returns, and the bookkeeping refuses what would corrupt a buffer in use.
+TEST_F(SequenceCacheT2, PrefetchAndWaitKeepTwoLayersInFlight) {
+  demote_two();
+  const Staged want0 = stage(0, KVTIER_STAGE_POSITION_ORDER), want1 = stage(1, KVTIER_STAGE_POSITION_ORDER);
+  Bytes a(cache_->stage_bytes()), b(cache_->stage_bytes()), c(cache_->stage_bytes());
+  ASSERT_TRUE(cache_->prefetch(0, KVTIER_STAGE_POSITION_ORDER, a.data(), a.size()));
+  EXPECT_EQ(cache_->prefetch(0, KVTIER_STAGE_POSITION_ORDER, c.data(), c.size()).error().code, Errc::kBadState);
+  ASSERT_TRUE(cache_->prefetch(1, KVTIER_STAGE_POSITION_ORDER, b.data(), b.size()));
+  const auto third = cache_->prefetch(2, KVTIER_STAGE_POSITION_ORDER, c.data(), c.size());
+  ASSERT_FALSE(third);
+  EXPECT_EQ(third.error().code, Errc::kBadState);
+  // No plan while a buffer is being filled.
+  EXPECT_EQ(run({{102, kT1, kT0, 0, 2, kNone}}, {9}).error().code, Errc::kBadState);
+
+  auto got1 = cache_->wait(1);
+  ASSERT_TRUE(got1) << got1.error().message;
+  EXPECT_EQ(got1->rows, want1.layer.rows);
+  EXPECT_EQ(Bytes(b.begin(), b.end()), want1.buffer);
+  EXPECT_EQ(cache_->wait(1).error().code, Errc::kBadState);  // already waited for
+  auto got0 = cache_->wait(0);
+  ASSERT_TRUE(got0) << got0.error().message;
+  EXPECT_EQ(Bytes(a.begin(), a.end()), want0.buffer);
+  for (std::size_t i = 0; i < got0->rows; ++i) EXPECT_EQ(got0->positions[i], want0.layer.positions[i]);
+  // Both slots free again: a plan runs.
+  EXPECT_TRUE(run({{102, kT1, kT0, 0, 2, kNone}}, {9}));
+}
+
 }  // namespace
 }  // namespace kvtier::client

@@ -86,6 +86,14 @@ StagingPlan plan_staging(const PoolView& pool, std::uint32_t layer,
                          std::span<const std::uint32_t> pool_slots, std::uintptr_t staging,
                          std::size_t min_run_bytes = kDmaMinRunBytes);
 
+// The same for rows with explicit places (the T1 rows of a stage that also holds T2 rows): pool
+// slot rows[k].slot goes to staged row rows[k].index of a buffer of `staged_rows` rows; a run is
+// a stretch of entries whose indices and slots both advance by one. kernel_rows keeps the
+// entries' own indices. Preconditions: every index < staged_rows, slots validated.
+StagingPlan plan_staging(const PoolView& pool, std::uint32_t layer, std::span<const StagedRow> rows,
+                         std::size_t staged_rows, std::uintptr_t staging,
+                         std::size_t min_run_bytes = kDmaMinRunBytes);
+
 // Widest access (16, 8, 4, 2 or 1 bytes) that divides every value: the vector width a copy
 // kernel may use when all its addresses and strides are among them.
 std::uint32_t common_vector_bytes(std::initializer_list<std::size_t> values) noexcept;

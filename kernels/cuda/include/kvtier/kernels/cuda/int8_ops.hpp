@@ -14,6 +14,11 @@
 //    contiguous native rows (k = rows, v = rows + half, strides row_bytes) or the staging layout
 //    of staging.hpp (k = staging, v = staging + count * half, strides half). One thread per (row,
 //    channel); the blocks may sit in mapped pinned host memory (the T2 pool).
+//  - Int8GatherDequantize: arbitrary int8 slots of a pool (blocks of group_tokens rows per layer,
+//    slot s = row s % G of block s / G) -> output rows at arbitrary indices, for a range of
+//    layers in one launch: staging a layer's T2 rows straight into their places in the staging
+//    list, or restoring T2 rows of every layer into scratch. Same arithmetic as Int8Dequantize,
+//    one thread per (layer, row, channel).
 //
 // Addresses are device-visible addresses as integers; `stream` is a cudaStream_t as an integer.
 // Errors: kInvalidArgument from can_implement, kBadState from run before initialize,
@@ -23,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kvtier/kernels/cuda/copy_runs.hpp"
 #include "kvtier/kernels/quantize.hpp"
 #include "kvtier/protocol/error.hpp"
 
@@ -45,6 +51,23 @@ struct Int8DequantizeArguments {
   std::size_t v_stride = 0;
 };
 
+struct Int8GatherDequantizeArguments {
+  Int8Geometry geometry;
+  std::uintptr_t pool = 0;       // block 0 of layer first_layer, 16-byte aligned
+  std::size_t layer_stride = 0;  // bytes between one layer's blocks and the next's (multiple of 16)
+  std::uint32_t num_layers = 1;  // layers [0, num_layers) from `pool` on
+  // Device array of num_rows StagedRow: int8 slot `slot` goes to output row `index`. The caller
+  // keeps every slot inside the pool and the indices distinct (not checked on the device).
+  std::uintptr_t rows = 0;
+  std::uint32_t num_rows = 0;
+  // Layer l, output row i: K half at k + l * out_layer_stride + i * k_stride, V half likewise.
+  std::uintptr_t k = 0;
+  std::size_t k_stride = 0;
+  std::uintptr_t v = 0;
+  std::size_t v_stride = 0;
+  std::size_t out_layer_stride = 0;
+};
+
 class Int8Quantize {
  public:
   static Status can_implement(const Int8QuantizeArguments& args);
@@ -64,6 +87,17 @@ class Int8Dequantize {
 
  private:
   Int8DequantizeArguments args_{};
+  bool initialized_ = false;
+};
+
+class Int8GatherDequantize {
+ public:
+  static Status can_implement(const Int8GatherDequantizeArguments& args);
+  Status initialize(const Int8GatherDequantizeArguments& args);
+  Status run(std::uintptr_t stream) const;
+
+ private:
+  Int8GatherDequantizeArguments args_{};
   bool initialized_ = false;
 };
 
