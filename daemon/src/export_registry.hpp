@@ -25,6 +25,7 @@ class ExportRegistry {
   struct Entry {
     std::uint32_t exporter = 0;  // client id
     std::uint32_t exporter_pid = 0;
+    std::uint32_t exporter_uid = 0;  // only this user (or root) may adopt
     std::uint32_t sequence = 0;
     // The exporter's model geometry: an adopter's must be the same.
     std::uint32_t num_layers = 0, num_kv_heads = 0, head_dim = 0;

@@ -131,6 +131,7 @@ Status Session::on_export(wire::ExportSequence::Reader request) {
   ExportRegistry::Entry entry;
   entry.exporter = client_id_;
   entry.exporter_pid = static_cast<std::uint32_t>(peer_.pid);
+  entry.exporter_uid = static_cast<std::uint32_t>(peer_.uid);
   entry.sequence = id;
   entry.num_layers = geometry_->num_layers;
   entry.num_kv_heads = geometry_->num_kv_heads;
@@ -162,6 +163,12 @@ Status Session::on_adopt(wire::AdoptSequence::Reader request) {
                                        "being adopted, or closed by its exporter)");
   }
   if (entry->exporter == client_id_) return make_error(Errc::kInvalidArgument, "a client cannot adopt its own sequence");
+  if (peer_.uid != entry->exporter_uid && peer_.uid != 0) {
+    // The adopter maps the exporter's KV: the same user only (or root), whoever holds the token.
+    return make_error(Errc::kPermissionDenied, "uid " + std::to_string(peer_.uid) +
+                                                   " may not adopt a sequence exported by uid " +
+                                                   std::to_string(entry->exporter_uid));
+  }
   const auto differs = [](const char* field, std::uint64_t mine, std::uint64_t theirs) {
     return make_error(Errc::kInvalidArgument, std::string("model geometry differs from the exporter's: ") + field + " " +
                                                   std::to_string(mine) + " here, " + std::to_string(theirs) + " there");

@@ -5,6 +5,9 @@
 // blocks copied by kvtierd into the adopter's pools) and checks every row against the values the
 // exporter wrote, then keeps decoding on the adopted sequence. Runs once per backend; the cuda
 // instances skip with the peer's "no CUDA device: ..." where there is none.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <fstream>
 #include <tuple>
@@ -170,6 +173,39 @@ TEST(Handoff, AnAdopterThatDiesMidHandOffGivesTheSequenceBackForAnotherAdopter) 
   ASSERT_EQ(first.exit_code, 0) << first.out << daemon.log();
   EXPECT_THAT(daemon.log(), HasSubstr("applied=false"));
   EXPECT_THAT(second.out, HasSubstr("mismatches=0 lost=0"));
+}
+
+TEST(Handoff, AnotherUserCannotAdoptEvenWithTheToken) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a peer under another uid";
+  DaemonUnderTest daemon(test_name());
+  ::chmod(daemon.socket().c_str(), 0666);  // let uid 65534 reach the socket; credentials decide
+  const auto token = daemon.dir() / "token", done = daemon.dir() / "done";
+  const std::vector<std::string> common = {"--socket", daemon.socket().string(), "--token-file", token.string(),
+                                           "--done-file", done.string()};
+  std::vector<std::string> exporter = {KVTIER_TEST_HANDOFF_PEER, "--role", "export", "--prompt", "40", "--steps", "64"};
+  exporter.insert(exporter.end(), common.begin(), common.end());
+  ChildProcess a = ChildProcess::spawn(exporter, daemon.dir() / "exporter.log");
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(token); }, std::chrono::seconds(60))) << daemon.log();
+  std::string value;
+  std::ifstream(token) >> value;
+  char log[] = "/tmp/kvtier-handoff-XXXXXX";
+  ::close(::mkstemp(log));
+  ::chmod(log, 0666);
+  ChildProcess stranger = ChildProcess::spawn({KVTIER_TEST_HANDOFF_PEER, "--role", "adopt", "--socket",
+                                               daemon.socket().string(), "--token", value, "--expect-error",
+                                               "permission_denied"},
+                                              log, 65534);
+  const int refused = stranger.wait(std::chrono::seconds(30)).value_or(-1);
+  const std::string out = run_command({"/bin/cat", log}).out;
+  ::unlink(log);
+  EXPECT_EQ(refused, 0) << out << daemon.log();
+  EXPECT_THAT(out, HasSubstr("uid 65534 may not adopt a sequence exported by uid 0"));
+  // The export is untouched: its owner's user adopts it.
+  std::vector<std::string> adopter = {KVTIER_TEST_HANDOFF_PEER, "--role", "adopt", "--steps", "8"};
+  adopter.insert(adopter.end(), common.begin(), common.end());
+  const CommandResult owner = run_command(adopter, std::chrono::seconds(60));
+  EXPECT_EQ(owner.exit_code, 0) << owner.out << daemon.log();
+  EXPECT_EQ(finished(a, daemon.dir() / "exporter.log").exit_code, 0);
 }
 
 TEST(Handoff, AnUnknownTokenIsRefusedAndTheAdopterKeepsItsSession) {

@@ -375,9 +375,10 @@ typedef struct kvtier_adopted {
   uint32_t exporter_pid;
 } kvtier_adopted;
 
-/* Adopts an exported sequence. The model geometry must equal the exporter's
- * (KVTIER_E_INVALID_ARGUMENT naming the field) and the pools must have room for its host rows
- * (KVTIER_E_LIMIT_EXCEEDED); KVTIER_E_NOT_FOUND for an unknown, used or cancelled token. The
+/* Adopts an exported sequence. The adopter must run as the exporter's user or root
+ * (KVTIER_E_PERMISSION_DENIED, and the session ends), its model geometry must equal the
+ * exporter's (KVTIER_E_INVALID_ARGUMENT naming the field) and its pools must have room for the
+ * host rows (KVTIER_E_LIMIT_EXCEEDED); KVTIER_E_NOT_FOUND for an unknown, used or cancelled token. The
  * library opens the exporter's buffer now (KVTIER_E_UNAVAILABLE with the reason when it cannot)
  * and releases it once the hand-off plan is executed or the sequence closed. */
 KVTIER_API kvtier_status kvtier_sequence_adopt(kvtier_client* client, uint64_t token, kvtier_adopted* out);
