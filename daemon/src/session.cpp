@@ -30,6 +30,15 @@ constexpr std::size_t kNothingYet = ~std::size_t{0};  // receive(): woken, but n
 
 }  // namespace
 
+std::optional<kernels::KvDtype> kernel_dtype(wire::KvDtype dtype) {
+  switch (dtype) {
+    case wire::KvDtype::F16: return kernels::KvDtype::kF16;
+    case wire::KvDtype::BF16: return kernels::KvDtype::kBf16;
+    case wire::KvDtype::F32: return kernels::KvDtype::kF32;
+  }
+  return std::nullopt;  // a value this build does not know
+}
+
 Session::Session(Server& server, asio::local::stream_protocol::socket socket, PeerCredentials peer,
                  std::uint32_t client_id)
     : server_(server),
@@ -196,12 +205,9 @@ Status Session::on_register(wire::RegisterModel::Reader request) {
   if (!is_engine()) return make_error(Errc::kPermissionDenied, "RegisterModel needs the engine role");
   if (geometry_) return make_error(Errc::kBadState, "model already registered");
   PoolRequest pool;
-  switch (request.getDtype()) {
-    case wire::KvDtype::F16: pool.dtype = kernels::KvDtype::kF16; break;
-    case wire::KvDtype::BF16: pool.dtype = kernels::KvDtype::kBf16; break;
-    case wire::KvDtype::F32: pool.dtype = kernels::KvDtype::kF32; break;
-    default: return make_error(Errc::kInvalidArgument, "unknown KV dtype");
-  }
+  const auto dtype = kernel_dtype(request.getDtype());
+  if (!dtype) return make_error(Errc::kInvalidArgument, "unknown KV dtype");
+  pool.dtype = *dtype;
   auto geometry = shm::make_pool_geometry(request.getNumLayers(), request.getNumKvHeads(), request.getHeadDim(),
                                           static_cast<std::uint32_t>(kernels::dtype_bytes(pool.dtype)),
                                           request.getPoolTokens());

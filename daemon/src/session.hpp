@@ -18,6 +18,7 @@
 #include <asio/local/stream_protocol.hpp>
 #include <capnp/message.h>
 
+#include "kvtier/kernels/kv_layout.hpp"
 #include "kvtier/protocol/control.capnp.h"
 #include "kvtier/protocol/framing.hpp"
 #include "kvtier/shm/pool_geometry.hpp"
@@ -27,6 +28,9 @@
 namespace kvtier::daemon {
 
 class Server;
+
+// The KV dtype a client names; nullopt for a value this build does not know.
+std::optional<kernels::KvDtype> kernel_dtype(wire::KvDtype dtype);
 
 class Session : public std::enable_shared_from_this<Session> {
  public:

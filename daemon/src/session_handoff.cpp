@@ -17,15 +17,6 @@ bool carries_fd(wire::BufferKind kind) {
   return kind == wire::BufferKind::HOST_FD || kind == wire::BufferKind::CUDA_VMM_FD;
 }
 
-kernels::KvDtype to_kernel(wire::KvDtype dtype) {
-  switch (dtype) {
-    case wire::KvDtype::F16: return kernels::KvDtype::kF16;
-    case wire::KvDtype::BF16: return kernels::KvDtype::kBf16;
-    case wire::KvDtype::F32: return kernels::KvDtype::kF32;
-  }
-  return kernels::KvDtype::kF16;
-}
-
 // The exported cache must describe the registered geometry and lie inside its buffer: checked
 // as a KvLayout over a synthetic base (the daemon never maps the buffer).
 Status check_cache(wire::ExportedCache::Reader cache, const shm::PoolGeometry& geometry, wire::KvDtype dtype) {
@@ -52,7 +43,7 @@ Status check_cache(wire::ExportedCache::Reader cache, const shm::PoolGeometry& g
   layout.num_layers = geometry.num_layers;
   layout.num_kv_heads = geometry.num_kv_heads;
   layout.head_dim = geometry.head_dim;
-  layout.dtype = to_kernel(dtype);
+  layout.dtype = kernel_dtype(dtype).value_or(kernels::KvDtype::kF16);  // registered: known
   layout.num_slots = cache.getNumSlots();
   layout.block_size = cache.getBlockSize();
   layout.token_stride = cache.getTokenStride();

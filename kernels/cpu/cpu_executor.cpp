@@ -156,11 +156,7 @@ Status CpuExecutor::prefetch(std::uint32_t layer, std::span<const std::uint32_t>
   std::byte* const staged = host_ptr(out.data);
   gather_rows(staged, half, layer_rows, pool_.row_bytes, half, pool_slots);
   gather_rows(staged + rows * half, half, layer_rows + half, pool_.row_bytes, half, pool_slots);
-  out.layer = layer;
-  out.rows = static_cast<std::uint32_t>(rows);
-  out.half_row_bytes = half;
-  out.order = order;
-  out.positions.assign(positions.begin(), positions.end());
+  out.describe(layer, rows, half, order, positions);
   return {};
 }
 
@@ -187,11 +183,7 @@ Status CpuExecutor::prefetch_mixed(std::uint32_t layer, std::span<const std::uin
     std::memcpy(k + i * half, src, half);
     std::memcpy(v + i * half, src + half, half);
   }
-  out.layer = layer;
-  out.rows = static_cast<std::uint32_t>(rows);
-  out.half_row_bytes = half;
-  out.order = order;
-  out.positions.assign(positions.begin(), positions.end());
+  out.describe(layer, rows, half, order, positions);
   return {};
 }
 

@@ -193,46 +193,45 @@ Status CudaExecutor::prefetch(std::uint32_t layer, std::span<const std::uint32_t
   if (auto s = validate_staging(st.pool, layer, pool_slots, positions, order, out); !s) return s;
   const std::size_t rows = pool_slots.size();
   const std::size_t half = st.pool.row_bytes / 2;
-  out.layer = layer;
-  out.rows = static_cast<std::uint32_t>(rows);
-  out.half_row_bytes = half;
-  out.order = order;
-  out.positions.assign(positions.begin(), positions.end());
+  out.describe(layer, rows, half, order, positions);
   st.stats = CopyStats{};
   if (rows != 0) {
     if (auto s = order_after_compute(compute_stream_, st.compute_ready, st.copy); !s) return s;
-    const cudaStream_t stream = as_stream(st.copy.handle());
-    const StagingPlan plan =
-        plan_staging(st.pool, layer, pool_slots, out.data, options_.dma_min_run_bytes);
-    for (const DmaCopy2d& c : plan.dma) st.stats.dma_bytes += c.width * c.height;
-    st.stats.dma_copies = plan.dma.size();
-    if (auto s = issue_dma(plan.dma, stream); !s) return s;
-    if (!plan.kernel_rows.empty()) {
-      const std::size_t n = plan.kernel_rows.size();
-      auto table =
-          st.stage_lanes[layer % 2].upload(plan.kernel_rows.data(), n * sizeof(StagedRow), stream);
-      if (!table) return tl::unexpected(table.error());
-      PoolRowGatherArguments args;
-      args.pool = st.registration.device_address();
-      args.row_bytes = st.pool.row_bytes;
-      args.layer_stride = st.pool.layer_stride;
-      args.layer = layer;
-      args.rows = *table;
-      args.num_rows = static_cast<std::uint32_t>(n);
-      args.staged_rows = static_cast<std::uint32_t>(rows);
-      args.staging = out.data;
-      args.vector_bytes =
-          common_vector_bytes({half, st.pool.layer_stride, static_cast<std::size_t>(args.pool),
-                               static_cast<std::size_t>(out.data)});
-      args.max_blocks = options_.copy_blocks;
-      PoolRowGather op;
-      if (auto s = op.initialize(args); !s) return s;
-      if (auto s = op.run(st.copy.handle()); !s) return s;
-      st.stats.kernel_units = n;
-      st.stats.kernel_bytes = n * st.pool.row_bytes;
-    }
+    const StagingPlan plan = plan_staging(st.pool, layer, pool_slots, out.data, options_.dma_min_run_bytes);
+    if (auto s = issue_staging(layer, plan, rows, out.data); !s) return s;
   }
   return st.layer_ready[layer].record(st.copy.handle());
+}
+
+Status CudaExecutor::issue_staging(std::uint32_t layer, const StagingPlan& plan, std::size_t rows,
+                                   std::uintptr_t staging) {
+  State& st = *state_;
+  const cudaStream_t stream = as_stream(st.copy.handle());
+  for (const DmaCopy2d& c : plan.dma) st.stats.dma_bytes += c.width * c.height;
+  st.stats.dma_copies = plan.dma.size();
+  if (auto s = issue_dma(plan.dma, stream); !s) return s;
+  if (plan.kernel_rows.empty()) return {};
+  const std::size_t n = plan.kernel_rows.size();
+  auto table = st.stage_lanes[layer % 2].upload(plan.kernel_rows.data(), n * sizeof(StagedRow), stream);
+  if (!table) return tl::unexpected(table.error());
+  PoolRowGatherArguments args;
+  args.pool = st.registration.device_address();
+  args.row_bytes = st.pool.row_bytes;
+  args.layer_stride = st.pool.layer_stride;
+  args.layer = layer;
+  args.rows = *table;
+  args.num_rows = static_cast<std::uint32_t>(n);
+  args.staged_rows = static_cast<std::uint32_t>(rows);
+  args.staging = staging;
+  args.vector_bytes = common_vector_bytes({st.pool.row_bytes / 2, st.pool.layer_stride,
+                                           static_cast<std::size_t>(args.pool), static_cast<std::size_t>(staging)});
+  args.max_blocks = options_.copy_blocks;
+  PoolRowGather op;
+  if (auto s = op.initialize(args); !s) return s;
+  if (auto s = op.run(st.copy.handle()); !s) return s;
+  st.stats.kernel_units = n;
+  st.stats.kernel_bytes = n * st.pool.row_bytes;
+  return {};
 }
 
 Status CudaExecutor::wait(std::uint32_t layer) {

@@ -54,11 +54,7 @@ Status CudaExecutor::prefetch_mixed(std::uint32_t layer, std::span<const std::ui
   }
   const std::size_t rows = slots.size();
   const std::size_t half = st.pool.row_bytes / 2;
-  out.layer = layer;
-  out.rows = static_cast<std::uint32_t>(rows);
-  out.half_row_bytes = half;
-  out.order = order;
-  out.positions.assign(positions.begin(), positions.end());
+  out.describe(layer, rows, half, order, positions);
   st.stats = CopyStats{};
   if (rows == 0) return st.layer_ready[layer].record(st.copy.handle());
   // Each row goes to its own list index: T1 rows by copy, T2 rows dequantized.
@@ -69,31 +65,7 @@ Status CudaExecutor::prefetch_mixed(std::uint32_t layer, std::span<const std::ui
   if (auto s = order_after_compute(compute_stream_, st.compute_ready, st.copy); !s) return s;
   const cudaStream_t stream = as_stream(st.copy.handle());
   const StagingPlan plan = plan_staging(st.pool, layer, t1, rows, out.data, options_.dma_min_run_bytes);
-  for (const DmaCopy2d& c : plan.dma) st.stats.dma_bytes += c.width * c.height;
-  st.stats.dma_copies = plan.dma.size();
-  if (auto s = issue_dma(plan.dma, stream); !s) return s;
-  if (!plan.kernel_rows.empty()) {
-    const std::size_t n = plan.kernel_rows.size();
-    auto table = st.stage_lanes[layer % 2].upload(plan.kernel_rows.data(), n * sizeof(StagedRow), stream);
-    if (!table) return tl::unexpected(table.error());
-    PoolRowGatherArguments args;
-    args.pool = st.registration.device_address();
-    args.row_bytes = st.pool.row_bytes;
-    args.layer_stride = st.pool.layer_stride;
-    args.layer = layer;
-    args.rows = *table;
-    args.num_rows = static_cast<std::uint32_t>(n);
-    args.staged_rows = static_cast<std::uint32_t>(rows);
-    args.staging = out.data;
-    args.vector_bytes = common_vector_bytes(
-        {half, st.pool.layer_stride, static_cast<std::size_t>(args.pool), static_cast<std::size_t>(out.data)});
-    args.max_blocks = options_.copy_blocks;
-    PoolRowGather op;
-    if (auto s = op.initialize(args); !s) return s;
-    if (auto s = op.run(st.copy.handle()); !s) return s;
-    st.stats.kernel_units = n;
-    st.stats.kernel_bytes = n * st.pool.row_bytes;
-  }
+  if (auto s = issue_staging(layer, plan, rows, out.data); !s) return s;
   if (!t2.empty()) {
     auto table = int8.t2_lanes[layer % 2].upload(t2.data(), t2.size() * sizeof(StagedRow), stream);
     if (!table) return tl::unexpected(table.error());

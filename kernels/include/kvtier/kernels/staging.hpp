@@ -47,6 +47,16 @@ struct StagingBuffer {
 
   std::uintptr_t k() const noexcept { return data; }
   std::uintptr_t v() const noexcept { return data + std::size_t{rows} * half_row_bytes; }
+
+  // What a prefetch fills in once it issued the copies.
+  void describe(std::uint32_t staged_layer, std::size_t staged_rows, std::size_t half, StagingOrder staged_order,
+                std::span<const std::uint32_t> staged_positions) {
+    layer = staged_layer;
+    rows = static_cast<std::uint32_t>(staged_rows);
+    half_row_bytes = half;
+    order = staged_order;
+    positions.assign(staged_positions.begin(), staged_positions.end());
+  }
 };
 
 constexpr std::size_t staging_bytes(const PoolView& pool, std::size_t rows) noexcept {

@@ -109,6 +109,8 @@ class CudaExecutor final : public CopyExecutor {
  private:
   struct State;
   Status require_initialized() const;
+  // T1 staging rows on the copy stream: the plan's DMAs, then PoolRowGather for the rest.
+  Status issue_staging(std::uint32_t layer, const StagingPlan& plan, std::size_t rows, std::uintptr_t staging);
   Status require_int8() const;
   // Enqueues KvRowCopy of `copies` (validated) between the cache and rows at device address
   // `pool` laid out like `view`, for layers [first_layer, end_layer).
