@@ -64,14 +64,7 @@ void ClientChannel::close_sequence(std::uint32_t sequence_id) {
   auto it = sequences_.find(sequence_id);
   if (it == sequences_.end()) return;
   if (it->second.handoff == HandoffState::kReceiving) {
-    // Closed before the hand-off resolved: it failed; the exporter gets its sequence back.
-    std::optional<HandoffOrigin> origin;
-    if (pending_ && pending_->sequence == sequence_id) origin = pending_->handoff;
-    for (const Incoming& in : incoming_) {
-      if (in.sequence == sequence_id) origin = in.origin;
-    }
-    if (pending_ && pending_->sequence == sequence_id) pending_.reset();
-    if (origin) resolve_handoff(sequence_id, *origin, false);
+    abandon_handoff(sequence_id);  // closed before its hand-off resolved
     service();
     return;
   }

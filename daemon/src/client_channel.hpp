@@ -169,6 +169,8 @@ class ClientChannel {
   bool send_handoff();
   // Resolves the outstanding hand-off plan (applied or not) or one queued behind it.
   void resolve_handoff(std::uint32_t sequence_id, const HandoffOrigin& origin, bool applied);
+  // The hand-off of a receiving sequence failed (closed, or this client is going away).
+  void abandon_handoff(std::uint32_t sequence_id);
   void release_slots(const tier::SlotMap& t1, const tier::SlotMap& t2);
   void fail(const Error& error);
 

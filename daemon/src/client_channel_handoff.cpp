@@ -258,16 +258,21 @@ void ClientChannel::finish_loan(std::uint32_t sequence_id, std::optional<tier::S
   lent_.erase(it);
 }
 
-void ClientChannel::abandon_handoffs() {
-  if (pending_ && pending_->handoff) {
-    const PendingPlan plan = std::move(*pending_);
+void ClientChannel::abandon_handoff(std::uint32_t sequence_id) {
+  std::optional<HandoffOrigin> origin;
+  if (pending_ && pending_->sequence == sequence_id && pending_->handoff) {
+    origin = pending_->handoff;
     pending_.reset();
-    resolve_handoff(plan.sequence, *plan.handoff, false);
   }
-  while (!incoming_.empty()) {
-    const Incoming incoming = incoming_.front();
-    resolve_handoff(incoming.sequence, incoming.origin, false);
+  for (const Incoming& in : incoming_) {
+    if (in.sequence == sequence_id) origin = in.origin;
   }
+  if (origin) resolve_handoff(sequence_id, *origin, false);  // the exporter gets its sequence back
+}
+
+void ClientChannel::abandon_handoffs() {
+  if (pending_ && pending_->handoff) abandon_handoff(pending_->sequence);
+  while (!incoming_.empty()) abandon_handoff(incoming_.front().sequence);
 }
 
 }  // namespace kvtier::daemon

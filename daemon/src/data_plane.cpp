@@ -116,6 +116,13 @@ void DataPlane::adopt(HandoffOrigin origin, std::uint32_t adopter, std::uint32_t
   });
 }
 
+void DataPlane::service_client(std::uint32_t client_id, std::function<void()> done) {
+  post([this, client_id, done = std::move(done)] {
+    if (auto it = channels_.find(client_id); it != channels_.end()) it->second->service();
+    asio::post(control_io_, done);
+  });
+}
+
 void DataPlane::on_handoff_resolved(std::function<void(const HandoffOrigin&, bool)> handler) {
   on_handoff_resolved_ = std::move(handler);
 }

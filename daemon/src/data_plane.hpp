@@ -105,6 +105,9 @@ class DataPlane {
   // hand-off plan; fails, changing nothing, when the adopter lacks room.
   void adopt(HandoffOrigin origin, std::uint32_t adopter, std::uint32_t sequence_id,
              std::function<void(Result<AdoptedSequence>)> done);
+  // Has the client's channel read what it published (scores, acks) now, then runs `done` on the
+  // control thread, after anything that reading posted there.
+  void service_client(std::uint32_t client_id, std::function<void()> done);
   // Runs on the control thread whenever a hand-off plan resolved (applied or not).
   void on_handoff_resolved(std::function<void(const HandoffOrigin&, bool applied)> handler);
 

@@ -25,6 +25,13 @@ std::optional<std::uint64_t> ExportRegistry::token_of(std::uint32_t exporter, st
   return std::nullopt;
 }
 
+std::optional<std::uint32_t> ExportRegistry::adopter_of(std::uint32_t exporter, std::uint32_t sequence) const {
+  for (const auto& [token, entry] : entries_) {
+    if (entry.exporter == exporter && entry.sequence == sequence && entry.state == State::kAdopting) return entry.adopter;
+  }
+  return std::nullopt;
+}
+
 void ExportRegistry::drop_waiting(std::uint32_t exporter) {
   std::erase_if(entries_, [exporter](const auto& item) {
     return item.second.exporter == exporter && item.second.state == State::kWaiting;

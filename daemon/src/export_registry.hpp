@@ -33,6 +33,7 @@ class ExportRegistry {
     std::shared_ptr<capnp::MallocMessageBuilder> cache;  // root: wire::ExportedCache
     std::shared_ptr<shm::UniqueFd> fd;                   // fd kinds: the exporter's buffer
     State state = State::kWaiting;
+    std::uint32_t adopter = 0;  // kAdopting: the adopting client
   };
 
   // Files an entry under a fresh token and returns the token.
@@ -41,6 +42,8 @@ class ExportRegistry {
   Entry* find(std::uint64_t token);
   // The token of an exporter's sequence, if it is exported.
   std::optional<std::uint64_t> token_of(std::uint32_t exporter, std::uint32_t sequence) const;
+  // The client adopting an exporter's sequence right now, if any.
+  std::optional<std::uint32_t> adopter_of(std::uint32_t exporter, std::uint32_t sequence) const;
   void erase(std::uint64_t token) { entries_.erase(token); }
   // The exporter's session ended: entries nobody is adopting go.
   void drop_waiting(std::uint32_t exporter);

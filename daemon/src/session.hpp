@@ -61,14 +61,20 @@ class Session : public std::enable_shared_from_this<Session> {
   Status on_register(wire::RegisterModel::Reader request);
   Status on_open(wire::OpenSequence::Reader request);
   Status on_close(wire::CloseSequence::Reader request);
+  // Cancels an export nobody adopts, then closes (CloseSequence's reply when it succeeds).
+  Status close_sequence(std::uint32_t id);
   Status on_status();
   // Sequence hand-off (session_handoff.cpp).
   Status on_export(wire::ExportSequence::Reader request);
   Status on_adopt(wire::AdoptSequence::Reader request);
   // An export of `id` nobody is adopting is cancelled; kBadState while an adoption is in flight.
   Status cancel_export(std::uint32_t id);
+  // When `id` is being adopted: the adopter may have acknowledged the hand-off plan without
+  // kvtierd having read the ack yet (and told this client so out of band), so the adopter's
+  // channel catches up first and close_sequence runs after. False when there is nothing to wait for.
+  bool close_after_handoff_settles(std::uint32_t id);
   // recvmsg into read_buffer_, keeping the fds that came along; 0 bytes: peer gone;
-  // kNothingYet (session.cpp): no data after all.
+  // kNothingYet (session_io.cpp): no data after all.
   Result<std::size_t> receive();
 
   // Queues a frame; `fds` travel with its first byte (SCM_RIGHTS) and are closed once sent.

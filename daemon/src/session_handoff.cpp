@@ -181,6 +181,7 @@ Status Session::on_adopt(wire::AdoptSequence::Reader request) {
   const std::uint32_t id = next_sequence_++;
   sequences_.insert(id);
   entry->state = ExportRegistry::State::kAdopting;
+  entry->adopter = client_id_;
   const HandoffOrigin origin{token, entry->exporter, entry->sequence};
   server_.data_plane().adopt(
       origin, client_id_, id,
@@ -212,6 +213,16 @@ Status Session::on_adopt(wire::AdoptSequence::Reader request) {
         self->send(reply, std::move(fds));
       });
   return {};
+}
+
+bool Session::close_after_handoff_settles(std::uint32_t id) {
+  const auto adopter = server_.exports().adopter_of(client_id_, id);
+  if (!adopter) return false;
+  server_.data_plane().service_client(*adopter, [self = shared_from_this(), id] {
+    if (self->state_ == State::kClosed) return;
+    if (auto ok = self->close_sequence(id); !ok) self->send_error(ok.error());
+  });
+  return true;
 }
 
 Status Session::cancel_export(std::uint32_t id) {

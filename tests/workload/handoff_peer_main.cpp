@@ -20,6 +20,8 @@
 //   --role adopt --expect-error CODE: the adopt must fail with that status name (e.g.
 //     not_found); exit 0 when it does.
 //
+// The engine (plans, scores, row checks) is handoff_peer_engine.hpp.
+//
 // Prints `summary role=export t0= t1= t2= t3= plans=` or `summary role=adopt peer_rows= t1_rows=
 // t2_rows= t3= mismatches= lost= steps= plans=`. Exit: 0 ok, 1 failure (the call and
 // kvtier_client_last_error on stderr), 2 usage, 3 daemon unreachable, 4 --backend cuda without a
@@ -27,7 +29,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,16 +39,18 @@
 #include <vector>
 
 #include "handoff_peer_cache.hpp"
+#include "handoff_peer_engine.hpp"
 #include "kvtier/kernels/cuda/device.hpp"
 #include "kvtier/kvtier.hpp"
 
 namespace {
 
+using kvtier::workload::Engine;
+using kvtier::workload::Failed;
 using kvtier::workload::PeerCache;
+using kvtier::workload::check;
+using kvtier::workload::kUnseen;
 using Clock = std::chrono::steady_clock;
-constexpr std::uint8_t kUnseen = 0xFF;  // a position no plan has named (adopter) / not written
-// Asymmetric min-max u8 codes over values in [-1, 1]: half a step of 2/255, plus float slack.
-constexpr float kInt8Bound = 2.0f / 255.0f / 2.0f + 1e-6f;
 
 struct Options {
   std::string role, socket, token_file, done_file, expect_error;
@@ -59,23 +62,6 @@ struct Options {
   kvtier_backend backend = KVTIER_BACKEND_CPU;
   kvtier_sequence_options tiering{};
 };
-
-struct Failed {
-  int code;
-};
-
-void check(const kvtier::Client& client, const char* what, kvtier_status status) {
-  if (status == KVTIER_OK) return;
-  std::fprintf(stderr, "kvtier-handoff-peer: %s: %s: %s\n", what, kvtier_status_string(status),
-               client ? client.last_error().c_str() : kvtier_client_last_error(nullptr));
-  throw Failed{status == KVTIER_E_UNAVAILABLE ? 3 : 1};
-}
-
-void check(const kvtier::Status& status, const char* what) {
-  if (status) return;
-  std::fprintf(stderr, "kvtier-handoff-peer: %s: %s\n", what, status.error().message.c_str());
-  throw Failed{1};
-}
 
 bool parse(int argc, char** argv, Options& o) {
   kvtier_sequence_options_init(&o.tiering);
@@ -143,156 +129,6 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 }
 
 // One sequence of this process: its cache, each position's tier as the plans said, counters.
-struct Engine {
-  kvtier::Client& client;
-  std::uint32_t sequence;
-  PeerCache& cache;
-  std::vector<std::uint8_t> tiers;  // by position
-  // Times each position entered T2: its rows are exact only while 0; every stay in T2 adds at
-  // most one int8 rounding (slightly more the second time: the range may exceed [-1, 1]).
-  std::vector<std::uint8_t> quantized;
-  unsigned plans = 0, peer_rows = 0, mismatches = 0, lost = 0;
-
-  float bound(std::uint32_t position) const {
-    const unsigned q = position < quantized.size() ? quantized[position] : 0;
-    return q == 0 ? 0.0f : kInt8Bound * 1.01f * static_cast<float>(q);
-  }
-
-  // Executes (hbm slot = position) and acknowledges one plan; counts what the moves say.
-  void apply(const kvtier_plan& plan) {
-    if (plan.sequence != sequence) {
-      std::fprintf(stderr, "kvtier-handoff-peer: plan %llu for sequence %u, not %u\n",
-                   static_cast<unsigned long long>(plan.epoch), plan.sequence, sequence);
-      throw Failed{1};
-    }
-    std::vector<std::uint32_t> hbm(plan.move_count);
-    for (std::size_t i = 0; i < plan.move_count; ++i) {
-      const kvtier_plan_move& m = plan.moves[i];
-      hbm[i] = m.position;
-      if (m.position >= tiers.size()) {
-        std::fprintf(stderr, "kvtier-handoff-peer: plan names position %u beyond %zu\n", m.position, tiers.size());
-        ++lost;
-        hbm[i] = KVTIER_NO_SLOT;
-        continue;
-      }
-      if (m.from_tier == KVTIER_TPEER && tiers[m.position] != kUnseen) {
-        std::fprintf(stderr, "kvtier-handoff-peer: hand-off names position %u twice\n", m.position);
-        ++lost;
-      }
-      tiers[m.position] = m.to_tier;
-      if (m.to_tier == KVTIER_T2 && m.from_tier != KVTIER_TPEER) {
-        if (quantized.size() <= m.position) quantized.resize(m.position + 1, 0);
-        ++quantized[m.position];
-      }
-      if (m.from_tier == KVTIER_TPEER && m.to_tier == KVTIER_T0) ++peer_rows;
-    }
-    check(client, "execute", client.execute_plan(plan, hbm));
-    check(client, "ack", client.ack_plan(plan.epoch, true));
-    ++plans;
-  }
-  // Applies every plan arriving within `timeout` of the previous one; false when none came.
-  bool drain(std::chrono::milliseconds timeout) {
-    bool any = false;
-    kvtier_plan plan{};
-    for (kvtier_status st; (st = client.poll_plan(timeout, plan)) != KVTIER_E_TIMEOUT; any = true) {
-      check(client, "poll", st);
-      apply(plan);
-    }
-    return any;
-  }
-  // One decode step at `position`: the row, scores over [0, position] (sinks and the newest 16
-  // high, the rest low and uneven, evicted 0), step_end.
-  void decode(std::uint32_t position, std::uint32_t step) {
-    if (tiers.size() <= position) tiers.resize(position + 1, kUnseen);
-    check(cache.write(position, position), "write row");
-    tiers[position] = KVTIER_T0;
-    std::vector<float> scores(position + 1);
-    for (std::uint32_t p = 0; p <= position; ++p) {
-      const bool hot = p < 4 || position - p < 16;
-      scores[p] = tiers[p] == KVTIER_T3 ? 0.0f : hot ? 1.0f : 0.001f * static_cast<float>(1 + (p * 2654435761u >> 28));
-    }
-    check(client, "push scores", client.push_scores(sequence, step, 0, scores));
-    check(client, "step_end", client.step_end(sequence, step));
-  }
-  bool row_ok(const float* k, const float* v, std::uint32_t position, std::uint32_t layer, std::uint32_t head,
-              float bound) const {
-    for (std::uint32_t d = 0; d < kvtier::workload::kPeerDim; ++d) {
-      const float ek = kvtier::workload::kv_value(position, layer, false, head, d);
-      const float ev = kvtier::workload::kv_value(position, layer, true, head, d);
-      if (bound == 0.0f ? (std::memcmp(&k[d], &ek, 4) != 0 || std::memcmp(&v[d], &ev, 4) != 0)
-                        : (std::fabs(k[d] - ek) > bound || std::fabs(v[d] - ev) > bound)) {
-        return false;
-      }
-    }
-    return true;
-  }
-  void mismatch(const char* what, std::uint32_t position, std::uint32_t layer) {
-    if (mismatches++ < 5) std::fprintf(stderr, "kvtier-handoff-peer: %s row of position %u layer %u differs\n", what, position, layer);
-  }
-  // Every T0 row in the cache and every staged row (position order) against the generated values.
-  void verify(kvtier_backend backend) {
-    using kvtier::workload::kPeerHeads;
-    check(cache.refresh(), "download cache");
-    std::size_t expected_staged = 0;
-    for (std::uint32_t p = 0; p < tiers.size(); ++p) {
-      if (tiers[p] == KVTIER_T1 || tiers[p] == KVTIER_T2) ++expected_staged;
-      if (tiers[p] != KVTIER_T0) continue;
-      for (std::uint32_t l = 0; l < kvtier::workload::kPeerLayers; ++l) {
-        for (std::uint32_t h = 0; h < kPeerHeads; ++h) {
-          if (!row_ok(cache.head(l, false, h, p), cache.head(l, true, h, p), p, l, h, bound(p))) mismatch("T0", p, l);
-        }
-      }
-    }
-    std::size_t rows = 0, bytes = 0;
-    check(client, "t1_rows", client.t1_rows(sequence, rows, bytes));
-    if (rows != expected_staged) {
-      std::fprintf(stderr, "kvtier-handoff-peer: %zu staged rows, the plans say %zu\n", rows, expected_staged);
-      ++lost;
-    }
-    std::vector<std::byte> host(bytes);
-    kvtier::kernels::cuda::DeviceBuffer device;
-    if (backend == KVTIER_BACKEND_CUDA && bytes != 0) {
-      auto made = kvtier::kernels::cuda::DeviceBuffer::allocate(bytes);
-      check(made ? kvtier::Status{} : kvtier::Status(tl::unexpected(made.error())), "staging buffer");
-      device = std::move(*made);
-    }
-    const std::size_t half = kPeerHeads * kvtier::workload::kPeerDim * sizeof(float);
-    for (std::uint32_t l = 0; l < kvtier::workload::kPeerLayers && bytes != 0; ++l) {
-      kvtier_staged_layer staged{};
-      void* target = device.address() != 0 ? reinterpret_cast<void*>(device.address()) : host.data();
-      check(client, "stage_layer",
-            kvtier_stage_layer(client.get(), sequence, l, KVTIER_STAGE_POSITION_ORDER, target, bytes, &staged));
-      std::vector<std::byte> k(staged.rows * half), v(staged.rows * half);
-      if (device.address() != 0) {
-        check(kvtier::kernels::cuda::copy_to_host(k.data(), reinterpret_cast<std::uintptr_t>(staged.k), k.size()), "download K");
-        check(kvtier::kernels::cuda::copy_to_host(v.data(), reinterpret_cast<std::uintptr_t>(staged.v), v.size()), "download V");
-      } else {
-        std::memcpy(k.data(), staged.k, k.size());
-        std::memcpy(v.data(), staged.v, v.size());
-      }
-      for (std::size_t i = 0; i < staged.rows; ++i) {
-        const std::uint32_t p = staged.positions[i];
-        const bool t2 = p < tiers.size() && tiers[p] == KVTIER_T2;
-        if (p >= tiers.size() || (tiers[p] != KVTIER_T1 && !t2)) {
-          std::fprintf(stderr, "kvtier-handoff-peer: staged position %u is not T1/T2\n", p);
-          ++lost;
-          continue;
-        }
-        for (std::uint32_t h = 0; h < kPeerHeads; ++h) {
-          const auto* kh = reinterpret_cast<const float*>(k.data() + i * half) + h * kvtier::workload::kPeerDim;
-          const auto* vh = reinterpret_cast<const float*>(v.data() + i * half) + h * kvtier::workload::kPeerDim;
-          if (!row_ok(kh, vh, p, l, h, bound(p))) mismatch(t2 ? "T2" : "T1", p, l);
-        }
-      }
-    }
-  }
-  unsigned count(std::uint8_t tier) const {
-    unsigned n = 0;
-    for (std::uint8_t t : tiers) n += t == tier ? 1 : 0;
-    return n;
-  }
-};
-
 kvtier_model_geometry geometry(const Options& o, unsigned pool_tokens) {
   kvtier_model_geometry g;
   kvtier_model_geometry_init(&g);
