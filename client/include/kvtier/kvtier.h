@@ -333,8 +333,9 @@ KVTIER_API kvtier_status kvtier_sequence_set_stream(kvtier_client* client, uint3
  * it does not name were evicted (T3) or not yet seen. Acknowledged as applied, the exporter's
  * host rows are freed; as failed, the adopter's copy is dropped (close it) and the token may be
  * adopted again. kvtier_sequence_close on the exporter's side cancels the export while no adopter
- * holds it, is refused with KVTIER_E_BAD_STATE while the hand-off plan is in flight, and closes
- * the emptied sequence afterwards. One allocation per sequence: an engine whose layers live in
+ * holds it, is refused with KVTIER_E_BAD_STATE while the hand-off plan is in flight (an ack the
+ * adopter has already written counts: kvtierd reads it before deciding), and closes the emptied
+ * sequence afterwards. One allocation per sequence: an engine whose layers live in
  * separate allocations cannot export (yet). */
 
 typedef enum kvtier_buffer_kind {
