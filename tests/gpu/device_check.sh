@@ -34,7 +34,7 @@ OUT=${OUT:-./gpu-out}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
 CONFIGURE_ARGS=(-DKVTIER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release
   -DKVTIER_WERROR=ON)
-TARGETS=(kvtier_cuda_test kvtier_ipc_peer kvtier_vmm_peer kvtier_cuda_host_test kvtier-gpu-bench
+TARGETS=(kvtier_cuda_test kvtier_client_cache_cuda_test kvtier_ipc_peer kvtier_vmm_peer kvtier_cuda_host_test kvtier-gpu-bench
   kvtier_service_test kvtierd kvtierctl kvtier-workload kvtier-handoff-peer kvtier_c_abi_test)
 # What the integration tests start (found through $KVTIER_TEST_BIN_DIR in prebuilt mode).
 INTEGRATION_BINS=(tests/integration/kvtier_service_test daemon/kvtierd client/cli/kvtierctl
@@ -52,7 +52,8 @@ if [[ "${1:-}" == "--prepare" ]]; then
   build "$BUILD" || exit 1
   mkdir -p "$dest/lib"
   cp "$BUILD/tests/cuda/kvtier_cuda_test" "$BUILD/tests/cuda/kvtier_ipc_peer" "$BUILD/tests/cuda/kvtier_vmm_peer" \
-    "$BUILD/tests/cuda/kvtier_cuda_host_test" "$BUILD/tests/gpu/kvtier-gpu-bench" "$dest/"
+    "$BUILD/tests/cuda/kvtier_cuda_host_test" "$BUILD/tests/gpu/kvtier-gpu-bench" \
+    "$BUILD/tests/unit/client/kvtier_client_cache_cuda_test" "$dest/"
   for bin in "${INTEGRATION_BINS[@]}"; do cp "$BUILD/$bin" "$dest/"; done
   # Shared libraries the GPU machine may lack (Cap'n Proto, spdlog, fmt, cudart, ...); glibc's
   # own stay behind.
@@ -114,7 +115,8 @@ fi
 t0=$(date +%s)
 if [[ -n "${KVTIER_GPU_PREBUILT:-}" ]]; then
   { timeout 300 "$HOST_TEST_BIN" --gtest_brief=1; echo "host tests exit: $?"
-    timeout 300 "$TEST_BIN"; echo "cuda tests exit: $?"; } >"$OUT/tests.log" 2>&1
+    timeout 300 "$TEST_BIN"; echo "cuda tests exit: $?"
+    timeout 120 "$BIN/kvtier_client_cache_cuda_test"; echo "client cache cuda tests exit: $?"; } >"$OUT/tests.log" 2>&1
   sum() { awk -v pat="$1" '$0 ~ pat {n += $4} END {print n + 0}' "$OUT/tests.log"; }
   passed=$(sum '^\\[  PASSED  \\] [0-9]+ test')
   skipped=$(sum '^\\[  SKIPPED \\] [0-9]+ test')
