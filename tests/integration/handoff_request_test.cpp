@@ -5,6 +5,8 @@
 // anyone adopted cancels it).
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -20,13 +22,14 @@ using ::testing::HasSubstr;
 
 std::string test_name() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
 
-constexpr std::uint32_t kLayers = 2, kHeadDim = 16, kSlots = 16, kPrompt = 8;
-constexpr std::uint64_t kHalf = kSlots * kHeadDim * 2;  // one layer's K (f16, one KV head)
+constexpr std::uint32_t kLayers = 2, kHeadDim = 16, kPrompt = 8;
 
-// An engine session with a registered model and one open sequence of kPrompt tokens (all T0).
+// An engine session with a registered model and one open sequence of `prompt` tokens (all T0),
+// whose cache has room for them (at least 16 slots).
 class EngineSession {
  public:
-  explicit EngineSession(const DaemonUnderTest& daemon) : peer_(daemon.socket()) {
+  explicit EngineSession(const DaemonUnderTest& daemon, std::uint32_t prompt = kPrompt)
+      : peer_(daemon.socket()), prompt_(prompt), slots_(std::max(prompt, 16u)) {
     peer_.send_hello(protocol::kProtocolMajor, protocol::kProtocolMinor, shm::kLayoutVersion, shm::kLayoutFingerprint);
     EXPECT_TRUE(peer_.receive());
     ::close(peer_.take_fd());  // control segment
@@ -45,33 +48,34 @@ class EngineSession {
 
   std::uint32_t open() {
     capnp::MallocMessageBuilder message;
-    message.initRoot<wire::ClientMessage>().initOpenSequence().setPromptLength(kPrompt);
+    message.initRoot<wire::ClientMessage>().initOpenSequence().setPromptLength(prompt_);
     peer_.send(message);
     auto opened = peer_.receive();
     return opened ? opened->root<wire::DaemonMessage>().getSequenceOpened().getSequenceId() : 0;
   }
 
   // ExportSequence of a cudaIpc buffer (no fd; kvtierd never opens it) holding an HF-layout
-  // cache: layer l's K at 2·l·kHalf, V right after. `edit` spoils what a test wants spoiled.
+  // cache: layer l's K at 2·l·half(), V right after. `edit` spoils what a test wants spoiled.
   void export_sequence(std::uint32_t sequence, std::uint32_t t0_count,
                        const std::function<void(wire::ExportSequence::Builder)>& edit = {}) {
+    const std::uint64_t layer_half = half();
     capnp::MallocMessageBuilder message;
     auto request = message.initRoot<wire::ClientMessage>().initExportSequence();
     request.setSequenceId(sequence);
     auto cache = request.initCache();
     cache.setKind(wire::BufferKind::CUDA_IPC);
-    cache.setBytes(2 * kLayers * kHalf);
+    cache.setBytes(2 * kLayers * layer_half);
     std::vector<capnp::byte> handle(64, capnp::byte{7});
     cache.setIpcHandle(capnp::Data::Reader(handle.data(), handle.size()));
     auto k = cache.initKOffsets(kLayers), v = cache.initVOffsets(kLayers);
     for (std::uint32_t l = 0; l < kLayers; ++l) {
-      k.set(l, 2 * l * kHalf);
-      v.set(l, 2 * l * kHalf + kHalf);
+      k.set(l, 2 * l * layer_half);
+      v.set(l, 2 * l * layer_half + layer_half);
     }
-    cache.setNumSlots(kSlots);
-    cache.setBlockSize(kSlots);
+    cache.setNumSlots(slots_);
+    cache.setBlockSize(slots_);
     cache.setTokenStride(kHeadDim * 2);
-    cache.setHeadStride(kHalf);
+    cache.setHeadStride(layer_half);
     auto positions = request.initT0Positions(t0_count), slots = request.initT0Slots(t0_count);
     for (std::uint32_t p = 0; p < t0_count; ++p) {
       positions.set(p, p);
@@ -114,17 +118,20 @@ class EngineSession {
 
   std::uint32_t sequence() const { return sequence_; }
   RawPeer& peer() { return peer_; }
+  // One layer's K (f16, one KV head).
+  std::uint64_t half() const { return std::uint64_t{slots_} * kHeadDim * 2; }
 
  private:
   RawPeer peer_;
+  std::uint32_t prompt_, slots_;
   std::uint32_t sequence_ = 0;
 };
 
 TEST(HandoffRequest, ACacheOutsideItsBufferIsRefusedNamingTheFieldAndTheSessionStays) {
   DaemonUnderTest daemon(test_name());
   EngineSession client(daemon);
-  client.export_sequence(client.sequence(), kPrompt, [](wire::ExportSequence::Builder r) {
-    r.getCache().setBytes(2 * kLayers * kHalf - 1);  // the last layer's V ends one byte beyond
+  client.export_sequence(client.sequence(), kPrompt, [&client](wire::ExportSequence::Builder r) {
+    r.getCache().setBytes(2 * kLayers * client.half() - 1);  // the last layer's V ends one byte beyond
   });
   const Error refused = client.error();
   EXPECT_EQ(refused.code, Errc::kInvalidArgument);
@@ -177,6 +184,26 @@ TEST(HandoffRequest, OneExportPerSequenceNoSelfAdoptionAndACloseCancelsIt) {
   const Error refused = adopter.error();
   EXPECT_EQ(refused.code, Errc::kNotFound);
   EXPECT_THAT(refused.message, HasSubstr("no sequence is waiting for an adopter"));
+}
+
+TEST(HandoffRequest, AHandOffPlanLargerThanTheAdoptersPlanRingIsRefusedNamingTheLimit) {
+  // 16 records of 63 moves: a sequence of 1100 live tokens cannot be handed over in one plan.
+  DaemonUnderTest daemon(test_name(), {"--set", "limits.plan_ring_records=16"});
+  EngineSession exporter(daemon, 1100), adopter(daemon);
+  exporter.export_sequence(exporter.sequence(), 1100);
+  std::string why;
+  const std::uint64_t token = exporter.token(&why);
+  ASSERT_NE(token, 0u) << why << daemon.log();
+  adopter.adopt(token);
+  const Error refused = adopter.error();
+  EXPECT_EQ(refused.code, Errc::kLimitExceeded);
+  EXPECT_THAT(refused.message, HasSubstr("limits.plan_ring_records"));
+  EXPECT_NE(adopter.open(), 0u) << "the adopter's session must stay open";
+  // Nothing was lent: the exporter can still cancel the export by closing.
+  exporter.close_sequence(exporter.sequence());
+  auto closed = exporter.peer().receive();
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->root<wire::DaemonMessage>().which(), wire::DaemonMessage::SEQUENCE_CLOSED);
 }
 
 }  // namespace
