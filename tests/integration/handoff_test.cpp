@@ -125,6 +125,21 @@ INSTANTIATE_TEST_SUITE_P(Handoff, HandsOff,
                            return std::get<0>(c.param) + "_" + std::get<1>(c.param);
                          });
 
+// A cuMem VMM buffer (what PyTorch's expandable segments allocate) cannot travel by legacy CUDA
+// IPC: the exporter sends its POSIX fd, kvtierd passes a copy on, the adopter maps it.
+TEST(Handoff, CudaVmmBufferCrossesAsAPosixFd) {
+  if (const std::string why = peer_unavailable("cuda"); !why.empty()) GTEST_SKIP() << why;
+  DaemonUnderTest daemon(test_name());
+  const Pair run = hand_off(daemon, "cuda", {"--prompt", "40", "--steps", "120", "--beta", "0.4", "--buffer", "vmm"});
+  ASSERT_EQ(run.exporter.exit_code, 0) << run.exporter.out << daemon.log();
+  ASSERT_EQ(run.adopter.exit_code, 0) << run.adopter.out << daemon.log();
+  EXPECT_GT(run.exporter.number("t1"), 0);
+  EXPECT_EQ(run.adopter.number("peer_rows"), run.exporter.number("t0"));
+  EXPECT_EQ(run.adopter.number("t1_rows"), run.exporter.number("t1"));
+  EXPECT_EQ(run.adopter.number("mismatches"), 0);
+  EXPECT_EQ(run.adopter.number("lost"), 0);
+}
+
 TEST(Handoff, ARefusedHandOffReturnsTheSequenceToItsExporterAndTheTokenWorksAgain) {
   DaemonUnderTest daemon(test_name());
   const Pair run = hand_off(daemon, "cpu", {"--prompt", "40", "--steps", "120", "--beta", "0.4"}, {"--fail-first"});

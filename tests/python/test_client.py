@@ -3,7 +3,9 @@ from NumPy arrays (a numpy "engine" whose cache is [heads, slots, dim] per layer
 
 from __future__ import annotations
 
+import gc
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -214,3 +216,98 @@ def test_stage_layer_refuses_a_too_small_buffer(daemon):
         client.ack_plan(plan.epoch)
         with pytest.raises(kvtier.KvtierError):
             client.stage_layer(seq, 0, np.zeros(1, dtype=np.float32))
+
+
+def test_prefetch_and_wait_stage_the_same_rows_as_stage_layer(daemon):
+    with daemon.connect() as client:
+        seq = open_tiered(client, 4)
+        engine = NumpyEngine(client, seq)
+        plan = run_steps(client, engine, 4, 8)
+        engine.apply(plan)
+        client.ack_plan(plan.epoch)
+        rows, nbytes = client.t1_rows(seq)
+        assert rows > 0
+        expected = []
+        for layer in range(LAYERS):
+            buffer = np.zeros(nbytes // 4, dtype=np.float32)
+            expected.append((client.stage_layer(seq, layer, buffer), buffer))
+
+        buffers = [np.zeros(nbytes // 4, dtype=np.float32) for _ in range(LAYERS)]
+        client.stage_prefetch(seq, 0, buffers[0])
+        client.stage_prefetch(seq, 1, buffers[1])  # two layers in flight
+        for layer in range(LAYERS):
+            staged = client.stage_wait(seq, layer)
+            reference, reference_buffer = expected[layer]
+            assert (staged.layer, staged.rows) == (layer, rows)
+            np.testing.assert_array_equal(staged.positions, reference.positions)
+            assert (staged.k_offset, staged.v_offset) == (reference.k_offset, reference.v_offset)
+            np.testing.assert_array_equal(buffers[layer], reference_buffer)
+        client.close_sequence(seq)
+
+
+def attach_three_layers(client: kvtier.Client) -> tuple[int, list[np.ndarray]]:
+    """A 3-layer model and a sequence attached to a NumPy cache (no T1 rows: stages are empty)."""
+    layers = 3
+    client.register_model(layers, HEADS, DIM, kvtier.DType.F32, SLOTS)
+    seq = client.open_sequence(4)
+    cache = [np.zeros((HEADS, SLOTS, DIM), np.float32) for _ in range(2 * layers)]
+    client.attach_cache(seq, k_base=[a.ctypes.data for a in cache[:layers]],
+                        v_base=[a.ctypes.data for a in cache[layers:]], num_kv_heads=HEADS, head_dim=DIM,
+                        dtype=kvtier.DType.F32, num_slots=SLOTS, block_size=SLOTS, token_stride=DIM * 4,
+                        head_stride=SLOTS * DIM * 4)
+    return seq, cache
+
+
+def test_prefetch_refuses_a_layer_in_flight_a_third_layer_and_a_wait_without_prefetch(daemon):
+    with daemon.connect() as client:
+        seq, _cache = attach_three_layers(client)
+        buffers = [np.zeros(64, dtype=np.float32) for _ in range(3)]
+        with pytest.raises(kvtier.BadStateError, match="not prefetched"):
+            client.stage_wait(seq, 0)
+        client.stage_prefetch(seq, 0, buffers[0])
+        with pytest.raises(kvtier.BadStateError, match="already"):
+            client.stage_prefetch(seq, 0, buffers[2])
+        client.stage_prefetch(seq, 1, buffers[1])
+        with pytest.raises(kvtier.BadStateError):
+            client.stage_prefetch(seq, 2, buffers[2])  # a third layer
+        assert client.stage_wait(seq, 0).rows == 0
+        with pytest.raises(kvtier.BadStateError, match="not prefetched"):
+            client.stage_wait(seq, 0)  # waited already
+        client.stage_prefetch(seq, 2, buffers[2])  # a slot is free again
+        assert client.stage_wait(seq, 1).layer == 1
+        assert client.stage_wait(seq, 2).layer == 2
+
+
+def test_prefetch_keeps_its_buffer_alive_until_the_wait_or_the_close(daemon):
+    with daemon.connect() as client:
+        seq, _cache = attach_three_layers(client)
+
+        def prefetch(layer: int) -> weakref.ref:
+            buffer = np.zeros(64, dtype=np.float32)
+            client.stage_prefetch(seq, layer, buffer)
+            return weakref.ref(buffer)
+
+        first, second = prefetch(0), prefetch(1)
+        gc.collect()
+        assert first() is not None and second() is not None  # only the client holds them
+        client.stage_wait(seq, 0)
+        gc.collect()
+        assert first() is None and second() is not None
+        refused = np.zeros(64, dtype=np.float32)
+        with pytest.raises(kvtier.BadStateError):
+            client.stage_prefetch(seq, 1, refused)
+        refused_ref = weakref.ref(refused)
+        del refused
+        gc.collect()
+        assert refused_ref() is None  # a refused prefetch holds nothing
+        client.close_sequence(seq)
+        gc.collect()
+        assert second() is None
+
+
+def test_set_stream_is_accepted_by_the_cpu_backend_and_needs_a_known_sequence(daemon):
+    with daemon.connect() as client:
+        seq, _cache = attach_three_layers(client)
+        client.set_stream(seq, 0)
+        with pytest.raises(kvtier.KvtierError):
+            client.set_stream(seq + 100, 0)

@@ -41,8 +41,18 @@ Result<PeerCache> PeerCache::create(std::uint32_t slots, Memory memory) {
       auto device = kernels::cuda::DeviceBuffer::allocate(cache.bytes_);
       if (!device) return tl::unexpected(device.error());
       cache.device_ = std::move(*device);
-      if (auto ok = cache.device_.fill(0); !ok) return tl::unexpected(ok.error());
-      base = cache.device_.address();
+      cache.device_base_ = cache.device_.address();
+    } else if (memory == Memory::kDeviceVmm) {
+      auto vmm = kernels::cuda::ExportableVmmBuffer::allocate(cache.bytes_);
+      if (!vmm) return tl::unexpected(vmm.error());
+      cache.vmm_ = std::move(*vmm);
+      cache.device_base_ = cache.vmm_.address();
+    }
+    if (cache.on_device()) {
+      if (auto ok = kernels::cuda::copy_to_device(cache.device_base_, cache.host_, cache.bytes_); !ok) {
+        return tl::unexpected(ok.error());
+      }
+      base = cache.device_base_;
     }
   }
   for (std::uint32_t l = 0; l < kPeerLayers; ++l) {
@@ -60,6 +70,8 @@ PeerCache::PeerCache(PeerCache&& other) noexcept
       host_(std::exchange(other.host_, nullptr)),
       owned_(std::move(other.owned_)),
       device_(std::move(other.device_)),
+      vmm_(std::move(other.vmm_)),
+      device_base_(std::exchange(other.device_base_, 0)),
       k_base_(std::move(other.k_base_)),
       v_base_(std::move(other.v_base_)) {}
 
@@ -87,17 +99,19 @@ kvtier_kv_layout PeerCache::layout() const {
   layout.block_stride = tensor_bytes();
   layout.k_base = k_base_.data();
   layout.v_base = v_base_.data();
-  layout.backend = memory_ == Memory::kDevice ? KVTIER_BACKEND_CUDA : KVTIER_BACKEND_CPU;
+  layout.backend = on_device() ? KVTIER_BACKEND_CUDA : KVTIER_BACKEND_CPU;
   return layout;
 }
 
 kvtier_export_buffer PeerCache::export_buffer() const {
   kvtier_export_buffer buffer;
   kvtier_export_buffer_init(&buffer);
-  buffer.kind = memory_ == Memory::kDevice ? KVTIER_BUFFER_CUDA_IPC : KVTIER_BUFFER_HOST_FD;
-  buffer.fd = fd_;
-  buffer.base = memory_ == Memory::kDevice ? device_.address() : reinterpret_cast<std::uintptr_t>(host_);
-  buffer.bytes = bytes_;
+  buffer.kind = memory_ == Memory::kDevice      ? KVTIER_BUFFER_CUDA_IPC
+                : memory_ == Memory::kDeviceVmm ? KVTIER_BUFFER_CUDA_VMM_FD
+                                                : KVTIER_BUFFER_HOST_FD;
+  buffer.fd = memory_ == Memory::kDeviceVmm ? vmm_.fd() : fd_;
+  buffer.base = on_device() ? device_base_ : reinterpret_cast<std::uintptr_t>(host_);
+  buffer.bytes = memory_ == Memory::kDeviceVmm ? vmm_.size() : bytes_;  // the whole allocation
   buffer.buffer_id = 1;
   return buffer;
 }
@@ -110,8 +124,8 @@ Status PeerCache::write(std::uint32_t slot, std::uint32_t position) {
         float values[kPeerDim];
         for (std::uint32_t d = 0; d < kPeerDim; ++d) values[d] = kv_value(position, l, is_v, h, d);
         std::memcpy(host_ + at, values, sizeof(values));
-        if (memory_ == Memory::kDevice) {
-          if (auto ok = device_.upload(values, sizeof(values), at); !ok) return ok;
+        if (on_device()) {
+          if (auto ok = kernels::cuda::copy_to_device(device_base_ + at, values, sizeof(values)); !ok) return ok;
         }
       }
     }
@@ -120,8 +134,8 @@ Status PeerCache::write(std::uint32_t slot, std::uint32_t position) {
 }
 
 Status PeerCache::refresh() {
-  if (memory_ != Memory::kDevice) return {};
-  return device_.download(host_, bytes_);
+  if (!on_device()) return {};
+  return kernels::cuda::copy_to_host(host_, device_base_, bytes_);
 }
 
 const float* PeerCache::head(std::uint32_t layer, bool is_v, std::uint32_t head, std::uint32_t slot) const {

@@ -28,7 +28,7 @@ float kv_value(std::uint32_t position, std::uint32_t layer, bool is_v, std::uint
 
 class PeerCache {
  public:
-  enum class Memory { kHost, kHostFd, kDevice };
+  enum class Memory { kHost, kHostFd, kDevice, kDeviceVmm };
 
   static Result<PeerCache> create(std::uint32_t slots, Memory memory);
   PeerCache(PeerCache&& other) noexcept;
@@ -40,12 +40,13 @@ class PeerCache {
   std::uint32_t slots() const { return slots_; }
   // For kvtier_sequence_attach_cache (pointer arrays owned by this object).
   kvtier_kv_layout layout() const;
-  // For kvtier_sequence_export (kHostFd: HOST_FD with the memfd; kDevice: CUDA_IPC).
+  // For kvtier_sequence_export (kHostFd: HOST_FD with the memfd; kDevice: CUDA_IPC; kDeviceVmm:
+  // CUDA_VMM_FD with the allocation's fd).
   kvtier_export_buffer export_buffer() const;
 
   // Writes position `position`'s generated K and V into `slot` (device: uploaded before return).
   Status write(std::uint32_t slot, std::uint32_t position);
-  // kDevice: copies the device bytes over the host mirror (what the library wrote there).
+  // Device memory: copies the device bytes over the host mirror (what the library wrote there).
   Status refresh();
   // Elements [0, kPeerDim) of one head of one slot, as last written or refreshed.
   const float* head(std::uint32_t layer, bool is_v, std::uint32_t head, std::uint32_t slot) const;
@@ -59,9 +60,13 @@ class PeerCache {
   std::uint32_t slots_ = 0;
   std::size_t bytes_ = 0;
   int fd_ = -1;
-  std::byte* host_ = nullptr;  // the cache (kHost, kHostFd) or its mirror (kDevice)
-  std::vector<std::byte> owned_;  // kHost, kDevice: backs host_
-  kernels::cuda::DeviceBuffer device_;
+  bool on_device() const { return memory_ == Memory::kDevice || memory_ == Memory::kDeviceVmm; }
+
+  std::byte* host_ = nullptr;  // the cache (kHost, kHostFd) or its mirror (device memory)
+  std::vector<std::byte> owned_;  // kHost and device memory: backs host_
+  kernels::cuda::DeviceBuffer device_;         // kDevice
+  kernels::cuda::ExportableVmmBuffer vmm_;     // kDeviceVmm
+  std::uintptr_t device_base_ = 0;             // either
   std::vector<std::uintptr_t> k_base_, v_base_;
 };
 

@@ -3,7 +3,8 @@
 // element a hash of its coordinates in [-1, 1]), for the integration tests and the demo.
 //
 //   --role export --prompt P --steps N: registers, opens a sequence (slot = position, P + N slots in
-//     ONE allocation: a memfd on cpu, one cudaMalloc on cuda), writes the prompt, runs N decode
+//     ONE allocation: a memfd on cpu, one cudaMalloc on cuda or with --buffer vmm one cuMem VMM
+//     allocation exported as a POSIX fd), writes the prompt, runs N decode
 //     steps (rows, scores that keep sinks and recent tokens high, step_end, plans executed and
 //     acknowledged), drains plans until none came for 200 ms, exports with its T0 list (retrying
 //     after applying pending plans on bad_state), writes the token to --token-file atomically,
@@ -59,6 +60,7 @@ struct Options {
   bool probe = false;
   bool fail_first = false;  // adopt: acknowledge the first hand-off plan as failed, then adopt again
   bool exit_after_adopt = false;  // adopt: exit right after adopting (the hand-off is abandoned)
+  bool vmm = false;               // export on cuda: a cuMem VMM buffer (CUDA_VMM_FD), not cudaMalloc
   kvtier_backend backend = KVTIER_BACKEND_CPU;
   kvtier_sequence_options tiering{};
 };
@@ -92,6 +94,10 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg == "--window") o.tiering.window_tokens = u();
     else if (arg == "--sinks") o.tiering.sink_tokens = u();
     else if (arg == "--int8-ratio") o.tiering.int8_ratio = std::strtod(v, nullptr);
+    else if (arg == "--buffer") {
+      if (std::strcmp(v, "ipc") != 0 && std::strcmp(v, "vmm") != 0) return false;
+      o.vmm = std::strcmp(v, "vmm") == 0;
+    }
     else if (arg == "--backend") {
       if (std::strcmp(v, "cpu") != 0 && std::strcmp(v, "cuda") != 0) return false;
       o.backend = std::strcmp(v, "cuda") == 0 ? KVTIER_BACKEND_CUDA : KVTIER_BACKEND_CPU;
@@ -154,8 +160,10 @@ int run_export(const Options& o, kvtier::Client& client) {
   options.prompt_length = o.prompt;
   std::uint32_t sequence = 0;
   check(client, "open", client.open_sequence(options, sequence));
-  PeerCache cache = make_cache(o.prompt + o.steps, o.backend == KVTIER_BACKEND_CUDA ? PeerCache::Memory::kDevice
-                                                                                     : PeerCache::Memory::kHostFd);
+  const PeerCache::Memory memory = o.backend != KVTIER_BACKEND_CUDA ? PeerCache::Memory::kHostFd
+                                    : o.vmm                          ? PeerCache::Memory::kDeviceVmm
+                                                                     : PeerCache::Memory::kDevice;
+  PeerCache cache = make_cache(o.prompt + o.steps, memory);
   check(client, "attach", client.attach_cache(sequence, cache.layout()));
   Engine engine{client, sequence, cache, std::vector<std::uint8_t>(o.prompt, KVTIER_T0), {}};
   std::vector<float> prefill(o.prompt, 1.0f / static_cast<float>(o.prompt));
@@ -287,6 +295,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, o)) {
     std::fputs("usage: kvtier-handoff-peer [--probe] [--backend cpu|cuda] --socket S --token-file F --done-file D\n"
                "  --role export --prompt P --steps N [--beta B] [--evict R] [--interval K] [--window W] [--sinks S]\n"
+               "                [--buffer ipc|vmm (cuda: cudaMalloc + CUDA IPC, or cuMem VMM + POSIX fd)]\n"
                "                [--pool-tokens N] [--int8-pool-tokens N --int8-ratio R]\n"
                "  --role adopt --steps M [--pool-tokens N] [--int8-pool-tokens N] [--fail-first | --exit-after-adopt]\n"
                "  --role adopt --expect-error CODE [--token T | --token-file F]\n",

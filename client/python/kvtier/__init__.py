@@ -3,8 +3,10 @@
 kvtier moves low-importance KV-cache tokens of a running LLM between the engine's own cache (T0),
 the daemon's host DDR pool (T1, exact) and nowhere (T3, evicted). An engine connects, registers
 its KV geometry, opens one sequence per request and, every decode step, executes the plans the
-daemon sends, stages each layer's T1 rows before that layer's attention and pushes per-token
-attention scores::
+daemon sends, stages each layer's T1 rows before that layer's attention (stage_layer, or
+stage_prefetch / stage_wait to overlap the next layer's staging with this one's compute) and
+pushes per-token attention scores. A sequence can be handed to another engine process
+(export_sequence / adopt_sequence)::
 
     import kvtier
     with kvtier.Client("/run/kvtier/kvtierd.sock", name="my-engine") as client:
@@ -39,8 +41,10 @@ from ._errors import (
 )
 from ._kvtier import (
     NO_SLOT,
+    Adopted,
     Backend,
     Backpressure,
+    BufferKind,
     Client,
     ClientInfo,
     Counters,
@@ -71,9 +75,11 @@ def connect(socket_path: str | None = None, name: str | None = None, role: Role 
 
 __all__ = [
     "NO_SLOT",
+    "Adopted",
     "Backend",
     "Backpressure",
     "BadStateError",
+    "BufferKind",
     "Client",
     "ClientInfo",
     "Counters",

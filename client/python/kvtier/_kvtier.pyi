@@ -52,7 +52,9 @@ class Role(enum.IntEnum):
     ADMIN = 1
 
 class Tier(enum.IntEnum):
-    """T0 engine cache, T1 DDR pool, T2 int8 pool, T3 evicted."""
+    """
+    T0 engine cache, T1 DDR pool, T2 int8 pool, T3 evicted; PEER: the exporter's cache.
+    """
 
     T0 = 0
 
@@ -61,6 +63,11 @@ class Tier(enum.IntEnum):
     T2 = 2
 
     T3 = 3
+
+    PEER = 4
+    """
+    from_tier of hand-off moves only: the exporter's cache (adopt_sequence)
+    """
 
 class Backpressure(enum.IntEnum):
     """Why the daemon last kept tokens in T0 for lack of a host row."""
@@ -84,6 +91,8 @@ class EvictionMode(enum.IntEnum):
     """ratios over GPU-resident tokens only"""
 
 class Handoff(enum.IntEnum):
+    """A sequence's hand-off state (kvtier_handoff)."""
+
     NONE = 0
 
     EXPORTED = 1
@@ -97,6 +106,20 @@ class Handoff(enum.IntEnum):
 
     ADOPTED = 4
     """this copy came from another process"""
+
+class BufferKind(enum.IntEnum):
+    """
+    The allocation holding an exported sequence's cache (kvtier_buffer_kind).
+    """
+
+    HOST_FD = 0
+    """shared host memory (memfd, shm) named by fd"""
+
+    CUDA_IPC = 1
+    """a cudaMalloc allocation starting at base"""
+
+    CUDA_VMM_FD = 2
+    """a cuMem VMM allocation exported as a POSIX fd"""
 
 class Backend(enum.IntEnum):
     CPU = 0
@@ -174,6 +197,25 @@ class Counters:
         Backpressure value of the latest such notice (an int: the daemon's word, not checked).
         """
 
+class Adopted:
+    """A sequence adopted from another engine process (kvtier_adopted)."""
+
+    @property
+    def sequence(self) -> int:
+        """The adopted sequence's id in this client."""
+
+    @property
+    def prompt_length(self) -> int: ...
+
+    @property
+    def positions(self) -> int:
+        """Positions the sequence has seen: the next token's position."""
+
+    @property
+    def exporter_pid(self) -> int: ...
+
+    def __repr__(self) -> str: ...
+
 class Move:
     """One token changing tier (kvtier_plan_move)."""
 
@@ -189,11 +231,15 @@ class Move:
 
     @property
     def src_slot(self) -> int:
-        """Pool row read (T1 source), else NO_SLOT."""
+        """
+        Pool row read (T1 / T2 source); for a PEER move the exporter's cache slot; else NO_SLOT.
+        """
 
     @property
     def dst_slot(self) -> int:
-        """Pool row written (T1 destination), else NO_SLOT."""
+        """
+        Pool row written (T1 / T2 destination; for a PEER move already filled by kvtierd), else NO_SLOT.
+        """
 
     def __repr__(self) -> str: ...
 
@@ -236,7 +282,7 @@ class Plan:
 
 class StagedLayer:
     """
-    One layer's T1 rows staged into the caller's buffer: K at byte k_offset and V at v_offset, each [rows, num_kv_heads, head_dim] in the registered dtype.
+    One layer's T1 rows staged into the caller's buffer (stage_layer, stage_wait): K at byte k_offset and V at v_offset, each [rows, num_kv_heads, head_dim] in the registered dtype.
     """
 
     @property
@@ -431,8 +477,9 @@ class Client:
     Client(socket_path=None, name=None, role=Role.ENGINE) connects and performs the version
     handshake; socket_path None means $KVTIER_SOCKET or /run/kvtier/kvtierd.sock. An engine then
     calls register_model once, opens sequences, attaches its KV cache to each and runs the step
-    loop: poll_plan / execute_plan / ack_plan, stage_layer before each layer's attention,
-    push_scores, step_end. Failures raise kvtier.KvtierError subclasses carrying .status,
+    loop: poll_plan / execute_plan / ack_plan, stage_layer (or stage_prefetch / stage_wait) before
+    each layer's attention, push_scores, step_end. export_sequence / adopt_sequence hand a sequence
+    to another engine process. Failures raise kvtier.KvtierError subclasses carrying .status,
     .status_name and .message. Use as a context manager or call close(); one thread at a time
     (calls are serialised).
     """
@@ -473,7 +520,10 @@ class Client:
         Opens a sequence whose first prompt_length positions are the (protected) prompt and returns its id. Tier parameters left None keep the paper's defaults (k_s 4, k_w 128, interval 64, beta 0.5, r 0); with none given the daemon's configured defaults apply. int8_ratio / int8_tokens: of the survivors not kept in T0 the lowest-ranked share goes to the int8 tier T2 (lossy; needs register_model(int8_pool_tokens > 0)). Out-of-range values raise InvalidArgumentError naming the field.
         """
 
-    def close_sequence(self, sequence: int) -> None: ...
+    def close_sequence(self, sequence: int) -> None:
+        """
+        Closes a sequence. An exported one: cancels the export while no adopter holds it, raises BadStateError while the hand-off plan is in flight, and closes the emptied sequence once it was adopted.
+        """
 
     def push_scores(self, sequence: int, step: int, scores: Annotated[NDArray[numpy.float32], dict(shape=(None,), order='C', device='cpu', writable=False)], first_position: int = 0) -> None:
         """
@@ -511,6 +561,31 @@ class Client:
     def stage_layer(self, sequence: int, layer: int, buffer: Annotated[NDArray, dict(order='C', device='cpu')], order: StagingOrder = StagingOrder.POSITION_ORDER) -> StagedLayer:
         """
         Copies layer `layer`'s T1 rows of the sequence from the pool into `buffer` (a writable, C-contiguous CPU array of any dtype with at least t1_rows(sequence)[1] bytes) and says where K and V landed.
+        """
+
+    def stage_prefetch(self, sequence: int, layer: int, buffer: Annotated[NDArray, dict(order='C', device='cpu')], order: StagingOrder = StagingOrder.POSITION_ORDER) -> None:
+        """
+        Issues the staging of layer `layer`'s T1 rows into `buffer` (as stage_layer) and returns; stage_wait completes it. The client holds a reference to `buffer` until then. At most two layers in flight per sequence: prefetch layer l + 1 while layer l computes. A layer already in flight, a third one, or execute_plan while one is in flight raise BadStateError.
+        """
+
+    def stage_wait(self, sequence: int, layer: int) -> StagedLayer:
+        """
+        Completes stage_prefetch(sequence, layer, buffer) and says where K and V landed in that buffer (as stage_layer). BadStateError for a layer not prefetched.
+        """
+
+    def set_stream(self, sequence: int, stream: int) -> None:
+        """
+        The engine's compute stream for this sequence's copies (a cudaStream_t as an int, e.g. torch.cuda.current_stream().cuda_stream; 0 = none). Copies then wait for work already queued on it and stage_wait makes the stream wait instead of blocking. The CPU backend ignores it. Needs an attached cache.
+        """
+
+    def export_sequence(self, sequence: int, *, base: int, nbytes: int, t0_positions: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order='C', device='cpu', writable=False)] | Sequence[int], t0_slots: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order='C', device='cpu', writable=False)] | Sequence[int], kind: BufferKind = BufferKind.HOST_FD, fd: int = -1, buffer_id: int = 0) -> int:
+        """
+        Freezes the sequence for a hand-off to another engine process and returns the token (an int) the adopter passes to adopt_sequence. The one allocation [base, base + nbytes) holds the attached cache: kind HOST_FD names it by fd (memfd, shm; the library sends a copy, the caller keeps fd), CUDA_IPC by base, CUDA_VMM_FD by fd and buffer_id. t0_positions (ascending) are exactly the sequence's T0 positions and t0_slots their cache slots (uint32 arrays, read in place, or sequences of ints). Keep the cache alive and the sequence open until the adopter is done, then close_sequence. BadStateError while a plan for the sequence is in flight (execute and ack it, then export again) or when already exported; InvalidArgumentError naming the field for a buffer that does not hold the cache or a T0 list that differs from the daemon's.
+        """
+
+    def adopt_sequence(self, token: int) -> Adopted:
+        """
+        Adopts an exported sequence; returns Adopted (the new sequence's id here, prompt_length, positions seen, exporter_pid). Then attach_cache for it; the next plan for it is the hand-off: moves from Tier.PEER into T0 (copied from the exporter's slot src_slot into hbm_slots[i]) and into T1 / T2 (already in this client's pool); execute_plan and ack_plan it. NotFoundError for an unknown, used or cancelled token; InvalidArgumentError for a different model geometry; LimitExceededError when the pools lack room; PermissionDeniedError for another user; UnavailableError when the exporter's buffer cannot be opened.
         """
 
 def status_string(status: Status) -> str:

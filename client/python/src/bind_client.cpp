@@ -2,17 +2,23 @@
 // touches the handle runs with the GIL released; array arguments are read in place (NumPy via
 // the buffer protocol, torch and others via DLPack) when they already have the required dtype
 // and layout, and converted (copied) otherwise.
+//
+// The bound class is ClientObject: PyClient plus the Python buffers stage_prefetch writes into.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
+#include <variant>
 
 #include "bindings.hpp"
 #include "py_client.hpp"
@@ -27,25 +33,56 @@ using Release = nb::call_guard<nb::gil_scoped_release>;
 using FloatVector = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using SlotVector = nb::ndarray<const std::uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using Buffer = nb::ndarray<nb::c_contig, nb::device::cpu>;  // writable, any dtype
+// A uint32 array read in place, or any sequence of ints (converted).
+using SlotList = std::variant<SlotVector, std::vector<std::uint32_t>>;
+
+std::span<const std::uint32_t> as_span(const SlotList& list) {
+  if (const auto* array = std::get_if<SlotVector>(&list)) return {array->data(), array->shape(0)};
+  return std::get<std::vector<std::uint32_t>>(list);
+}
+
+// kvtier.Client. The library keeps only the address of a buffer given to stage_prefetch and writes
+// into it until stage_wait, so each such buffer (its Python object) is pinned here from the
+// prefetch until the wait, the sequence's close or the client's close. Pins are touched with the
+// GIL held only; the PyClient calls run without it.
+class ClientObject : public PyClient {
+ public:
+  using StageKey = std::pair<std::uint32_t, std::uint32_t>;  // (sequence, layer)
+  using PyClient::PyClient;
+  ClientObject(const ClientObject&) = delete;
+  ClientObject& operator=(const ClientObject&) = delete;
+  // Frees the handle before the pins go, so nothing can still be writing into them.
+  ~ClientObject() { PyClient::close(); }
+
+  std::map<StageKey, Buffer> pins;
+};
 
 constexpr const char* kClientDoc = R"(A connection to kvtierd (one libkvtier client handle).
 
 Client(socket_path=None, name=None, role=Role.ENGINE) connects and performs the version
 handshake; socket_path None means $KVTIER_SOCKET or /run/kvtier/kvtierd.sock. An engine then
 calls register_model once, opens sequences, attaches its KV cache to each and runs the step
-loop: poll_plan / execute_plan / ack_plan, stage_layer before each layer's attention,
-push_scores, step_end. Failures raise kvtier.KvtierError subclasses carrying .status,
+loop: poll_plan / execute_plan / ack_plan, stage_layer (or stage_prefetch / stage_wait) before
+each layer's attention, push_scores, step_end. export_sequence / adopt_sequence hand a sequence
+to another engine process. Failures raise kvtier.KvtierError subclasses carrying .status,
 .status_name and .message. Use as a context manager or call close(); one thread at a time
 (calls are serialised).)";
 
-void bind_lifecycle(nb::class_<PyClient>& c) {
+void bind_lifecycle(nb::class_<ClientObject>& c) {
+  const auto close = [](ClientObject& self) {
+    {
+      nb::gil_scoped_release release;
+      self.close();
+    }
+    self.pins.clear();
+  };
   c.def(nb::init<const std::optional<std::string>&, const std::optional<std::string>&, kvtier_role>(),
         "socket_path"_a = nb::none(), "name"_a = nb::none(), "role"_a = KVTIER_ROLE_ENGINE, Release())
-      .def("close", &PyClient::close, Release(), "Disconnects; the daemon reclaims this client's sequences and pool.")
+      .def("close", close, "Disconnects; the daemon reclaims this client's sequences and pool.")
       .def_prop_ro("closed", &PyClient::closed)
-      .def("__enter__", [](PyClient& self) -> PyClient& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](PyClient& self, nb::handle, nb::handle, nb::handle) { self.close(); }, "exc_type"_a.none(),
-           "exc"_a.none(), "tb"_a.none())
+      .def("__enter__", [](ClientObject& self) -> ClientObject& { return self; }, nb::rv_policy::reference)
+      .def("__exit__", [close](ClientObject& self, nb::handle, nb::handle, nb::handle) { close(self); },
+           "exc_type"_a.none(), "exc"_a.none(), "tb"_a.none())
       .def("versions", &PyClient::versions, Release(), "Protocol and layout versions of both sides.")
       .def_prop_ro("last_error", &PyClient::last_error, "Detail of the last failed call on this handle.")
       .def("counters", &PyClient::counters, Release())
@@ -53,7 +90,7 @@ void bind_lifecycle(nb::class_<PyClient>& c) {
            "The daemon's status report. Needs a client connected with Role.ADMIN (and the daemon's admin group).");
 }
 
-void bind_engine(nb::class_<PyClient>& c) {
+void bind_engine(nb::class_<ClientObject>& c) {
   c.def("register_model", &PyClient::register_model, "num_layers"_a, "num_kv_heads"_a, "head_dim"_a, "dtype"_a,
         "pool_tokens"_a, "model_name"_a = nb::none(), nb::kw_only(), "int8_pool_tokens"_a = 0, "weight"_a = 0, Release(),
         "Registers the model's KV geometry; the daemon creates this client's DDR pool of pool_tokens rows and, with "
@@ -61,12 +98,12 @@ void bind_engine(nb::class_<PyClient>& c) {
         "(0 = 1). Engine role only, once per client.");
   c.def(
       "open_sequence",
-      [](PyClient& self, std::uint32_t prompt_length, std::optional<double> hbm_ratio, std::optional<double> evict_ratio,
-         std::optional<std::uint32_t> sink_tokens, std::optional<std::uint32_t> window_tokens,
-         std::optional<std::uint32_t> interval, std::optional<double> hysteresis, std::optional<double> decay,
-         std::optional<std::uint32_t> hbm_tokens, std::optional<std::uint32_t> evict_tokens,
-         std::optional<kvtier_eviction_mode> mode, std::optional<double> int8_ratio,
-         std::optional<std::uint32_t> int8_tokens) {
+      [](ClientObject& self, std::uint32_t prompt_length, std::optional<double> hbm_ratio,
+         std::optional<double> evict_ratio, std::optional<std::uint32_t> sink_tokens,
+         std::optional<std::uint32_t> window_tokens, std::optional<std::uint32_t> interval,
+         std::optional<double> hysteresis, std::optional<double> decay, std::optional<std::uint32_t> hbm_tokens,
+         std::optional<std::uint32_t> evict_tokens, std::optional<kvtier_eviction_mode> mode,
+         std::optional<double> int8_ratio, std::optional<std::uint32_t> int8_tokens) {
         const SequenceParams p{sink_tokens, window_tokens, interval, hbm_tokens, evict_tokens, hbm_ratio,
                                evict_ratio, hysteresis,    decay,    mode,       int8_ratio,   int8_tokens};
         nb::gil_scoped_release release;
@@ -81,10 +118,22 @@ void bind_engine(nb::class_<PyClient>& c) {
       "none given the daemon's configured defaults apply. int8_ratio / int8_tokens: of the survivors not kept in "
       "T0 the lowest-ranked share goes to the int8 tier T2 (lossy; needs register_model(int8_pool_tokens > 0)). "
       "Out-of-range values raise InvalidArgumentError naming the field.");
-  c.def("close_sequence", &PyClient::close_sequence, "sequence"_a, Release());
+  c.def(
+      "close_sequence",
+      [](ClientObject& self, std::uint32_t sequence) {
+        {
+          nb::gil_scoped_release release;
+          self.close_sequence(sequence);
+        }
+        // The library dropped the sequence's staging, so its prefetched buffers are free again.
+        std::erase_if(self.pins, [sequence](const auto& pin) { return pin.first.first == sequence; });
+      },
+      "sequence"_a,
+      "Closes a sequence. An exported one: cancels the export while no adopter holds it, raises BadStateError "
+      "while the hand-off plan is in flight, and closes the emptied sequence once it was adopted.");
   c.def(
       "push_scores",
-      [](PyClient& self, std::uint32_t sequence, std::uint32_t step, const FloatVector& scores,
+      [](ClientObject& self, std::uint32_t sequence, std::uint32_t step, const FloatVector& scores,
          std::uint32_t first_position) {
         const std::span<const float> values(scores.data(), scores.shape(0));
         nb::gil_scoped_release release;
@@ -104,13 +153,13 @@ void bind_engine(nb::class_<PyClient>& c) {
         "slots), False when it was not applied (the daemon rolls back). Epochs are acknowledged in order.");
 }
 
-void bind_cache(nb::class_<PyClient>& c) {
+void bind_cache(nb::class_<ClientObject>& c) {
   c.def(
       "attach_cache",
-      [](PyClient& self, std::uint32_t sequence, std::vector<std::uintptr_t> k_base, std::vector<std::uintptr_t> v_base,
-         std::uint32_t num_kv_heads, std::uint32_t head_dim, kvtier_dtype dtype, std::uint32_t num_slots,
-         std::uint32_t block_size, std::size_t token_stride, std::size_t head_stride, std::size_t block_stride,
-         kvtier_backend backend) {
+      [](ClientObject& self, std::uint32_t sequence, std::vector<std::uintptr_t> k_base,
+         std::vector<std::uintptr_t> v_base, std::uint32_t num_kv_heads, std::uint32_t head_dim, kvtier_dtype dtype,
+         std::uint32_t num_slots, std::uint32_t block_size, std::size_t token_stride, std::size_t head_stride,
+         std::size_t block_stride, kvtier_backend backend) {
         KvLayout layout{num_kv_heads, head_dim,    num_slots,    block_size,        dtype,
                         token_stride, head_stride, block_stride, std::move(k_base), std::move(v_base),
                         backend};
@@ -125,7 +174,7 @@ void bind_cache(nb::class_<PyClient>& c) {
       "[heads, slots, dim] tensors use block_size = num_slots. The memory must outlive the sequence.");
   c.def(
       "execute_plan",
-      [](PyClient& self, const Plan& plan, const SlotVector& hbm_slots) {
+      [](ClientObject& self, const Plan& plan, const SlotVector& hbm_slots) {
         const std::span<const std::uint32_t> slots(hbm_slots.data(), hbm_slots.shape(0));
         nb::gil_scoped_release release;
         self.execute_plan(plan, slots);
@@ -138,7 +187,8 @@ void bind_cache(nb::class_<PyClient>& c) {
         "(rows, bytes) a stage_layer of this sequence needs now.");
   c.def(
       "stage_layer",
-      [](PyClient& self, std::uint32_t sequence, std::uint32_t layer, const Buffer& buffer, kvtier_staging_order order) {
+      [](ClientObject& self, std::uint32_t sequence, std::uint32_t layer, const Buffer& buffer,
+         kvtier_staging_order order) {
         void* data = buffer.data();
         const std::size_t capacity = buffer.nbytes();
         nb::gil_scoped_release release;
@@ -149,13 +199,99 @@ void bind_cache(nb::class_<PyClient>& c) {
       "array of any dtype with at least t1_rows(sequence)[1] bytes) and says where K and V landed.");
 }
 
+void bind_staging(nb::class_<ClientObject>& c) {
+  c.def(
+      "stage_prefetch",
+      [](ClientObject& self, std::uint32_t sequence, std::uint32_t layer, const Buffer& buffer,
+         kvtier_staging_order order) {
+        const ClientObject::StageKey key{sequence, layer};
+        void* data = buffer.data();
+        const std::size_t capacity = buffer.nbytes();
+        // Pinned before the call so that no wait can miss it; a layer already in flight keeps its
+        // own pin (the library refuses the second prefetch).
+        const bool pinned = self.pins.try_emplace(key, buffer).second;
+        try {
+          nb::gil_scoped_release release;
+          self.stage_prefetch(sequence, layer, order, data, capacity);
+        } catch (...) {
+          if (pinned) self.pins.erase(key);
+          throw;
+        }
+      },
+      "sequence"_a, "layer"_a, "buffer"_a, "order"_a = KVTIER_STAGE_POSITION_ORDER,
+      "Issues the staging of layer `layer`'s T1 rows into `buffer` (as stage_layer) and returns; stage_wait "
+      "completes it. The client holds a reference to `buffer` until then. At most two layers in flight per "
+      "sequence: prefetch layer l + 1 while layer l computes. A layer already in flight, a third one, or "
+      "execute_plan while one is in flight raise BadStateError.");
+  c.def(
+      "stage_wait",
+      [](ClientObject& self, std::uint32_t sequence, std::uint32_t layer) {
+        Buffer pin;  // released after the call, with the GIL held again (declared before `release`)
+        if (const auto it = self.pins.find({sequence, layer}); it != self.pins.end()) {
+          pin = std::move(it->second);
+          self.pins.erase(it);
+        }
+        const void* base = pin.data();
+        nb::gil_scoped_release release;
+        return self.stage_wait(sequence, layer, base);
+      },
+      "sequence"_a, "layer"_a,
+      "Completes stage_prefetch(sequence, layer, buffer) and says where K and V landed in that buffer (as "
+      "stage_layer). BadStateError for a layer not prefetched.");
+  c.def("set_stream", &PyClient::set_stream, "sequence"_a, "stream"_a, Release(),
+        "The engine's compute stream for this sequence's copies (a cudaStream_t as an int, e.g. "
+        "torch.cuda.current_stream().cuda_stream; 0 = none). Copies then wait for work already queued on it and "
+        "stage_wait makes the stream wait instead of blocking. The CPU backend ignores it. Needs an attached "
+        "cache.");
+}
+
+void bind_handoff(nb::class_<ClientObject>& c) {
+  c.def(
+      "export_sequence",
+      [](ClientObject& self, std::uint32_t sequence, std::uintptr_t base, std::uint64_t nbytes,
+         const SlotList& t0_positions, const SlotList& t0_slots, kvtier_buffer_kind kind, int fd,
+         std::uint64_t buffer_id) {
+        kvtier_export_buffer buffer;
+        kvtier_export_buffer_init(&buffer);
+        buffer.kind = kind;
+        buffer.fd = fd;
+        buffer.base = base;
+        buffer.bytes = nbytes;
+        buffer.buffer_id = buffer_id;
+        const auto positions = as_span(t0_positions), slots = as_span(t0_slots);
+        nb::gil_scoped_release release;
+        return self.export_sequence(sequence, buffer, positions, slots);
+      },
+      "sequence"_a, nb::kw_only(), "base"_a, "nbytes"_a, "t0_positions"_a, "t0_slots"_a,
+      "kind"_a = KVTIER_BUFFER_HOST_FD, "fd"_a = -1, "buffer_id"_a = 0,
+      "Freezes the sequence for a hand-off to another engine process and returns the token (an int) the "
+      "adopter passes to adopt_sequence. The one allocation [base, base + nbytes) holds the attached cache: "
+      "kind HOST_FD names it by fd (memfd, shm; the library sends a copy, the caller keeps fd), CUDA_IPC by "
+      "base, CUDA_VMM_FD by fd and buffer_id. t0_positions (ascending) are exactly the sequence's T0 positions "
+      "and t0_slots their cache slots (uint32 arrays, read in place, or sequences of ints). Keep the cache "
+      "alive and the sequence open until the adopter is done, then close_sequence. BadStateError while a plan "
+      "for the sequence is in flight (execute and ack it, then export again) or when already exported; "
+      "InvalidArgumentError naming the field for a buffer that does not hold the cache or a T0 list that differs "
+      "from the daemon's.");
+  c.def("adopt_sequence", &PyClient::adopt_sequence, "token"_a, Release(),
+        "Adopts an exported sequence; returns Adopted (the new sequence's id here, prompt_length, positions "
+        "seen, exporter_pid). Then attach_cache for it; the next plan for it is the hand-off: moves from "
+        "Tier.PEER into T0 (copied from the exporter's slot src_slot into hbm_slots[i]) and into T1 / T2 "
+        "(already in this client's pool); execute_plan and ack_plan it. NotFoundError for an unknown, used or "
+        "cancelled token; InvalidArgumentError for a different model geometry; LimitExceededError when the "
+        "pools lack room; PermissionDeniedError for another user; UnavailableError when the exporter's buffer "
+        "cannot be opened.");
+}
+
 }  // namespace
 
 void bind_client(nb::module_& m) {
-  nb::class_<PyClient> c(m, "Client", kClientDoc);
+  nb::class_<ClientObject> c(m, "Client", kClientDoc);
   bind_lifecycle(c);
   bind_engine(c);
   bind_cache(c);
+  bind_staging(c);
+  bind_handoff(c);
 }
 
 }  // namespace kvtier::python

@@ -1,10 +1,12 @@
-// Enums and read-only value types of the binding: versions, counters, plans, staged layers and
-// the daemon's status report. Arrays come back as NumPy arrays that own a copy of their data.
+// Enums and read-only value types of the binding: versions, counters, plans, staged layers,
+// adopted sequences and the daemon's status report. Arrays come back as NumPy arrays that own a
+// copy of their data.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,10 @@ nb::ndarray<nb::numpy, T, nb::ndim<1>> to_numpy(std::vector<T> values) {
   return nb::ndarray<nb::numpy, T, nb::ndim<1>>(heap->data(), {heap->size()}, owner);
 }
 
+std::string tier_name(std::uint8_t tier) {
+  return tier == KVTIER_TPEER ? std::string("PEER") : "T" + std::to_string(tier);
+}
+
 template <class T, class Field>
 nb::ndarray<nb::numpy, T, nb::ndim<1>> move_field(const Plan& plan, Field field) {
   std::vector<T> out;
@@ -37,11 +43,13 @@ void bind_plan(nb::module_& m) {
       .def_ro("position", &kvtier_plan_move::position, "Absolute token position; never changes with the tier.")
       .def_prop_ro("from_tier", [](const kvtier_plan_move& mv) { return static_cast<kvtier_tier>(mv.from_tier); })
       .def_prop_ro("to_tier", [](const kvtier_plan_move& mv) { return static_cast<kvtier_tier>(mv.to_tier); })
-      .def_ro("src_slot", &kvtier_plan_move::src_slot, "Pool row read (T1 source), else NO_SLOT.")
-      .def_ro("dst_slot", &kvtier_plan_move::dst_slot, "Pool row written (T1 destination), else NO_SLOT.")
+      .def_ro("src_slot", &kvtier_plan_move::src_slot,
+              "Pool row read (T1 / T2 source); for a PEER move the exporter's cache slot; else NO_SLOT.")
+      .def_ro("dst_slot", &kvtier_plan_move::dst_slot,
+              "Pool row written (T1 / T2 destination; for a PEER move already filled by kvtierd), else NO_SLOT.")
       .def("__repr__", [](const kvtier_plan_move& mv) {
-        return "Move(position=" + std::to_string(mv.position) + ", T" + std::to_string(mv.from_tier) + "->T" +
-               std::to_string(mv.to_tier) + ")";
+        return "Move(position=" + std::to_string(mv.position) + ", " + tier_name(mv.from_tier) + "->" +
+               tier_name(mv.to_tier) + ")";
       });
 
   nb::class_<Plan>(m, "Plan",
@@ -67,8 +75,9 @@ void bind_plan(nb::module_& m) {
       });
 
   nb::class_<StagedLayer>(m, "StagedLayer",
-                          "One layer's T1 rows staged into the caller's buffer: K at byte k_offset and V at "
-                          "v_offset, each [rows, num_kv_heads, head_dim] in the registered dtype.")
+                          "One layer's T1 rows staged into the caller's buffer (stage_layer, stage_wait): K at "
+                          "byte k_offset and V at v_offset, each [rows, num_kv_heads, head_dim] in the registered "
+                          "dtype.")
       .def_ro("layer", &StagedLayer::layer)
       .def_ro("rows", &StagedLayer::rows)
       .def_prop_ro("positions", [](const StagedLayer& s) { return to_numpy(s.positions); }, nb::rv_policy::move,
@@ -156,11 +165,13 @@ void bind_enums(nb::module_& m) {
   nb::enum_<kvtier_role>(m, "Role", nb::is_arithmetic())
       .value("ENGINE", KVTIER_ROLE_ENGINE)
       .value("ADMIN", KVTIER_ROLE_ADMIN);
-  nb::enum_<kvtier_tier>(m, "Tier", nb::is_arithmetic(), "T0 engine cache, T1 DDR pool, T2 int8 pool, T3 evicted.")
+  nb::enum_<kvtier_tier>(m, "Tier", nb::is_arithmetic(),
+                         "T0 engine cache, T1 DDR pool, T2 int8 pool, T3 evicted; PEER: the exporter's cache.")
       .value("T0", KVTIER_T0)
       .value("T1", KVTIER_T1)
       .value("T2", KVTIER_T2)
-      .value("T3", KVTIER_T3);
+      .value("T3", KVTIER_T3)
+      .value("PEER", KVTIER_TPEER, "from_tier of hand-off moves only: the exporter's cache (adopt_sequence)");
   nb::enum_<kvtier_backpressure>(m, "Backpressure", nb::is_arithmetic(),
                                  "Why the daemon last kept tokens in T0 for lack of a host row.")
       .value("NONE", KVTIER_BACKPRESSURE_NONE)
@@ -176,6 +187,11 @@ void bind_enums(nb::module_& m) {
       .value("ADOPTING", KVTIER_HANDOFF_ADOPTING, "the adopter's hand-off plan is in flight")
       .value("HANDED_OFF", KVTIER_HANDOFF_HANDED_OFF, "adopted: the exporter's copy holds nothing")
       .value("ADOPTED", KVTIER_HANDOFF_ADOPTED, "this copy came from another process");
+  nb::enum_<kvtier_buffer_kind>(m, "BufferKind", nb::is_arithmetic(),
+                                "The allocation holding an exported sequence's cache (kvtier_buffer_kind).")
+      .value("HOST_FD", KVTIER_BUFFER_HOST_FD, "shared host memory (memfd, shm) named by fd")
+      .value("CUDA_IPC", KVTIER_BUFFER_CUDA_IPC, "a cudaMalloc allocation starting at base")
+      .value("CUDA_VMM_FD", KVTIER_BUFFER_CUDA_VMM_FD, "a cuMem VMM allocation exported as a POSIX fd");
   nb::enum_<kvtier_backend>(m, "Backend", nb::is_arithmetic())
       .value("CPU", KVTIER_BACKEND_CPU)
       .value("CUDA", KVTIER_BACKEND_CUDA);
@@ -207,6 +223,15 @@ void bind_types(nb::module_& m) {
               "Tokens the daemon kept in T0 for lack of a host row, so far.")
       .def_ro("backpressure_reason", &kvtier_client_counters::backpressure_reason,
               "Backpressure value of the latest such notice (an int: the daemon's word, not checked).");
+  nb::class_<kvtier_adopted>(m, "Adopted", "A sequence adopted from another engine process (kvtier_adopted).")
+      .def_ro("sequence", &kvtier_adopted::sequence, "The adopted sequence's id in this client.")
+      .def_ro("prompt_length", &kvtier_adopted::prompt_length)
+      .def_ro("positions", &kvtier_adopted::positions, "Positions the sequence has seen: the next token's position.")
+      .def_ro("exporter_pid", &kvtier_adopted::exporter_pid)
+      .def("__repr__", [](const kvtier_adopted& a) {
+        return "Adopted(sequence=" + std::to_string(a.sequence) + ", prompt_length=" + std::to_string(a.prompt_length) +
+               ", positions=" + std::to_string(a.positions) + ", exporter_pid=" + std::to_string(a.exporter_pid) + ")";
+      });
   bind_plan(m);
   bind_status(m);
 }

@@ -10,6 +10,19 @@ struct StatusFree {
   void operator()(kvtier_daemon_status* s) const noexcept { kvtier_daemon_status_free(s); }
 };
 
+// The library's view of staged rows (valid until its next stage call) copied out, with K and V as
+// byte offsets into `buffer`, the caller's staging buffer.
+StagedLayer to_staged(const kvtier_staged_layer& staged, const void* buffer) {
+  StagedLayer out;
+  out.layer = staged.layer;
+  out.rows = staged.rows;
+  out.positions.assign(staged.positions, staged.positions + staged.rows);
+  const auto base = reinterpret_cast<std::uintptr_t>(buffer);
+  out.k_offset = staged.rows == 0 ? 0 : reinterpret_cast<std::uintptr_t>(staged.k) - base;
+  out.v_offset = staged.rows == 0 ? 0 : reinterpret_cast<std::uintptr_t>(staged.v) - base;
+  return out;
+}
+
 }  // namespace
 
 PyClient::PyClient(const std::optional<std::string>& socket_path, const std::optional<std::string>& name,
@@ -190,13 +203,53 @@ StagedLayer PyClient::stage_layer(std::uint32_t sequence, std::uint32_t layer, k
   kvtier_staged_layer staged{};
   const auto st = kvtier_stage_layer(handle_locked("stage_layer"), sequence, layer, order, buffer, capacity, &staged);
   if (st != KVTIER_OK) fail(st);
-  StagedLayer out;
-  out.layer = staged.layer;
-  out.rows = staged.rows;
-  out.positions.assign(staged.positions, staged.positions + staged.rows);
-  const auto base = reinterpret_cast<std::uintptr_t>(buffer);
-  out.k_offset = staged.rows == 0 ? 0 : reinterpret_cast<std::uintptr_t>(staged.k) - base;
-  out.v_offset = staged.rows == 0 ? 0 : reinterpret_cast<std::uintptr_t>(staged.v) - base;
+  return to_staged(staged, buffer);
+}
+
+void PyClient::stage_prefetch(std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order, void* buffer,
+                              std::size_t capacity) {
+  std::lock_guard lock(mu_);
+  const auto st = kvtier_stage_prefetch(handle_locked("stage_prefetch"), sequence, layer, order, buffer, capacity);
+  if (st != KVTIER_OK) fail(st);
+}
+
+StagedLayer PyClient::stage_wait(std::uint32_t sequence, std::uint32_t layer, const void* buffer) {
+  std::lock_guard lock(mu_);
+  kvtier_staged_layer staged{};
+  if (const auto st = kvtier_stage_wait(handle_locked("stage_wait"), sequence, layer, &staged); st != KVTIER_OK) {
+    fail(st);
+  }
+  return to_staged(staged, buffer);
+}
+
+void PyClient::set_stream(std::uint32_t sequence, std::uintptr_t stream) {
+  std::lock_guard lock(mu_);
+  if (const auto st = kvtier_sequence_set_stream(handle_locked("set_stream"), sequence, stream); st != KVTIER_OK) {
+    fail(st);
+  }
+}
+
+std::uint64_t PyClient::export_sequence(std::uint32_t sequence, const kvtier_export_buffer& buffer,
+                                        std::span<const std::uint32_t> t0_positions,
+                                        std::span<const std::uint32_t> t0_slots) {
+  std::lock_guard lock(mu_);
+  kvtier_client* handle = handle_locked("export_sequence");
+  if (t0_positions.size() != t0_slots.size()) {
+    throw StatusError(KVTIER_E_INVALID_ARGUMENT, "t0_positions has " + std::to_string(t0_positions.size()) +
+                                                     " entries, t0_slots " + std::to_string(t0_slots.size()));
+  }
+  std::uint64_t token = 0;
+  const auto st = kvtier_sequence_export(handle, sequence, &buffer, t0_positions.data(), t0_slots.data(),
+                                         t0_positions.size(), &token);
+  if (st != KVTIER_OK) fail(st);
+  return token;
+}
+
+kvtier_adopted PyClient::adopt_sequence(std::uint64_t token) {
+  std::lock_guard lock(mu_);
+  kvtier_adopted out{};
+  out.struct_size = sizeof(out);
+  if (const auto st = kvtier_sequence_adopt(handle_locked("adopt_sequence"), token, &out); st != KVTIER_OK) fail(st);
   return out;
 }
 

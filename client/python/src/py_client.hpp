@@ -128,6 +128,17 @@ class PyClient {
   std::pair<std::size_t, std::size_t> t1_rows(std::uint32_t sequence);
   StagedLayer stage_layer(std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order, void* buffer,
                           std::size_t capacity);
+  // Layer-wise double buffering: the library writes into `buffer` from stage_prefetch until the
+  // matching stage_wait (the caller keeps it alive); stage_wait's offsets are relative to `buffer`,
+  // the address given to the prefetch.
+  void stage_prefetch(std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order, void* buffer,
+                      std::size_t capacity);
+  StagedLayer stage_wait(std::uint32_t sequence, std::uint32_t layer, const void* buffer);
+  void set_stream(std::uint32_t sequence, std::uintptr_t stream);
+  // Sequence hand-off: the token an adopter presents / the adopted sequence.
+  std::uint64_t export_sequence(std::uint32_t sequence, const kvtier_export_buffer& buffer,
+                                std::span<const std::uint32_t> t0_positions, std::span<const std::uint32_t> t0_slots);
+  kvtier_adopted adopt_sequence(std::uint64_t token);
   kvtier_client_counters counters();
   DaemonStatus daemon_status();
   std::string last_error();

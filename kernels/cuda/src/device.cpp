@@ -6,6 +6,7 @@
 
 #include "cuda_check.hpp"
 #include "kvtier/kernels/cuda/ipc.hpp"
+#include "kvtier/kernels/cuda/vmm.hpp"
 
 namespace kvtier::kernels::cuda {
 namespace {
@@ -215,6 +216,29 @@ Status Event::synchronize() const {
 }
 
 Result<IpcHandle> export_ipc_handle(std::uintptr_t device_address) { return export_device_buffer(device_address); }
+
+struct ExportableVmmBuffer::Impl {
+  VmmBuffer buffer;
+  VmmExport exported;
+};
+
+Result<ExportableVmmBuffer> ExportableVmmBuffer::allocate(std::size_t bytes) {
+  auto buffer = VmmBuffer::allocate(bytes);
+  if (!buffer) return tl::unexpected(buffer.error());
+  auto exported = export_vmm_buffer(buffer->address(), buffer->size());
+  if (!exported) return tl::unexpected(exported.error());
+  ExportableVmmBuffer out;
+  out.impl_ = std::make_unique<Impl>(Impl{std::move(*buffer), std::move(*exported)});
+  return out;
+}
+
+ExportableVmmBuffer::ExportableVmmBuffer() = default;
+ExportableVmmBuffer::~ExportableVmmBuffer() = default;
+ExportableVmmBuffer::ExportableVmmBuffer(ExportableVmmBuffer&& other) noexcept = default;
+ExportableVmmBuffer& ExportableVmmBuffer::operator=(ExportableVmmBuffer&& other) noexcept = default;
+std::uintptr_t ExportableVmmBuffer::address() const noexcept { return impl_ ? impl_->buffer.address() : 0; }
+std::size_t ExportableVmmBuffer::size() const noexcept { return impl_ ? impl_->buffer.size() : 0; }
+int ExportableVmmBuffer::fd() const noexcept { return impl_ ? impl_->exported.fd.get() : -1; }
 
 // The caches map each buffer once; the counts say how many opens still use it.
 struct PeerBuffers::Impl {

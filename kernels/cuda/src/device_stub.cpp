@@ -70,6 +70,16 @@ Status Event::synchronize() const { return tl::unexpected(unavailable()); }
 
 Result<IpcHandle> export_ipc_handle(std::uintptr_t) { return tl::unexpected(unavailable()); }
 
+struct ExportableVmmBuffer::Impl {};
+Result<ExportableVmmBuffer> ExportableVmmBuffer::allocate(std::size_t) { return tl::unexpected(unavailable()); }
+ExportableVmmBuffer::ExportableVmmBuffer() = default;
+ExportableVmmBuffer::~ExportableVmmBuffer() = default;
+ExportableVmmBuffer::ExportableVmmBuffer(ExportableVmmBuffer&& other) noexcept = default;
+ExportableVmmBuffer& ExportableVmmBuffer::operator=(ExportableVmmBuffer&& other) noexcept = default;
+std::uintptr_t ExportableVmmBuffer::address() const noexcept { return 0; }
+std::size_t ExportableVmmBuffer::size() const noexcept { return 0; }
+int ExportableVmmBuffer::fd() const noexcept { return -1; }
+
 struct PeerBuffers::Impl {};
 PeerBuffers::PeerBuffers() = default;
 PeerBuffers::~PeerBuffers() = default;

@@ -119,6 +119,30 @@ class Event {
 
 // ---- peer buffers: device memory shared with another process (sequence hand-off) ----------
 
+// VMM device memory (vmm.hpp VmmBuffer) exported as a POSIX fd (ipc.hpp export_vmm_buffer):
+// what a VMM allocator such as PyTorch's expandable segments gives an engine, and what legacy
+// CUDA IPC cannot export. For KVTIER_BUFFER_CUDA_VMM_FD. Without CUDA, allocate is kUnavailable
+// "no CUDA device: ...".
+class ExportableVmmBuffer {
+ public:
+  // At least `bytes` bytes (rounded up to the VMM granularity), with its fd exported.
+  static Result<ExportableVmmBuffer> allocate(std::size_t bytes);
+  ExportableVmmBuffer();
+  ~ExportableVmmBuffer();
+  ExportableVmmBuffer(ExportableVmmBuffer&& other) noexcept;
+  ExportableVmmBuffer& operator=(ExportableVmmBuffer&& other) noexcept;
+  ExportableVmmBuffer(const ExportableVmmBuffer&) = delete;
+  ExportableVmmBuffer& operator=(const ExportableVmmBuffer&) = delete;
+
+  std::uintptr_t address() const noexcept;
+  std::size_t size() const noexcept;  // the allocation's size: what the export names
+  int fd() const noexcept;            // owned by this object; -1 when empty
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // The CUDA IPC handle of the cudaMalloc allocation that starts at `device_address`
 // (ipc.hpp: export_device_buffer). kUnavailable with CUDA's reason, or "no CUDA device: ...".
 Result<IpcHandle> export_ipc_handle(std::uintptr_t device_address);
