@@ -30,12 +30,8 @@ std::string test_name() {
   return name;
 }
 
-// Why the peer cannot run on `backend` here (its "no CUDA device: ..." line), or empty.
 std::string peer_unavailable(const std::string& backend) {
-  const CommandResult probe = run_command({KVTIER_TEST_HANDOFF_PEER, "--backend", backend, "--probe"});
-  if (probe.exit_code != 4) return {};
-  const auto at = probe.out.find("no CUDA device");
-  return probe.out.substr(at == std::string::npos ? 0 : at);
+  return backend_unavailable(backend, KVTIER_TEST_HANDOFF_PEER);
 }
 
 WorkloadRun finished(ChildProcess& child, const std::filesystem::path& log) {

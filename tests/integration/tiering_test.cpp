@@ -35,23 +35,6 @@ std::vector<std::string> with(std::vector<std::string> extra) {
 
 const auto kBackends = ::testing::Values("cpu", "cuda");
 
-using BackendAnd = std::tuple<std::string, std::string>;  // backend, a test's own parameter
-
-// "<backend>_<value>" with every character a test name cannot hold made '_'.
-std::string backend_and_value(const ::testing::TestParamInfo<BackendAnd>& info) {
-  std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
-  for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return name;
-}
-
-// Skips the test (from the calling test body) when kvtier-workload cannot run on the backend.
-#define KVTIER_SKIP_WITHOUT_BACKEND(backend)                                      \
-  do {                                                                            \
-    if (const std::string why = backend_unavailable(backend); !why.empty()) {     \
-      GTEST_SKIP() << why;                                                        \
-    }                                                                             \
-  } while (0)
-
 class ExactAtZeroEviction : public ::testing::TestWithParam<BackendAnd> {};
 
 TEST_P(ExactAtZeroEviction, PositionOrderedStagingIsBitIdenticalToTheFullCache) {

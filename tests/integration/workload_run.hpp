@@ -1,10 +1,16 @@
-// Test support: run kvtier-workload against a daemon and read its `summary key=value` line.
+// Test support: run kvtier-workload against a daemon and read its `summary key=value` line; run a
+// test once per backend, skipping (with the reason) where a backend cannot run.
 #pragma once
 
+#include <cctype>
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "process.hpp"
 
@@ -45,23 +51,42 @@ inline WorkloadRun run_workload(const DaemonUnderTest& daemon, std::vector<std::
   return run;
 }
 
-// Why kvtier-workload cannot run with `--backend backend` here (its "no CUDA device: ..." line,
-// exit 4), or empty when it can. Asks the workload itself (--probe, no daemon) once per backend
-// and process. Any other probe failure also returns empty, so the test runs and shows it.
-inline std::string backend_unavailable(const std::string& backend) {
+// Why `binary` (kvtier-workload, or another test engine with the same --backend/--probe
+// contract) cannot run with `--backend backend` here (its "no CUDA device: ..." line, exit 4), or
+// empty when it can. Asks the binary itself (--probe, no daemon) once per binary, backend and
+// process. Any other probe failure also returns empty, so the test runs and shows it.
+inline std::string backend_unavailable(const std::string& backend, const std::string& binary = KVTIER_TEST_WORKLOAD) {
   static std::mutex mutex;
-  static std::map<std::string, std::string> known;
+  static std::map<std::pair<std::string, std::string>, std::string> known;
   const std::lock_guard lock(mutex);
-  if (auto it = known.find(backend); it != known.end()) return it->second;
-  const CommandResult probe = run_command({KVTIER_TEST_WORKLOAD, "--backend", backend, "--probe"});
+  if (auto it = known.find({binary, backend}); it != known.end()) return it->second;
+  const CommandResult probe = run_command({binary, "--backend", backend, "--probe"});
   std::string why;
   if (probe.exit_code == 4) {
     const auto at = probe.out.find("no CUDA device");
     why = probe.out.substr(at == std::string::npos ? 0 : at);
     while (!why.empty() && (why.back() == '\n' || why.back() == '\r')) why.pop_back();
-    if (why.empty()) why = "kvtier-workload --probe: backend " + backend + " unavailable (exit 4)";
+    if (why.empty()) why = binary + " --probe: backend " + backend + " unavailable (exit 4)";
   }
-  return known.emplace(backend, why).first->second;
+  return known.emplace(std::make_pair(binary, backend), why).first->second;
 }
+
+// Parameters of a test run once per backend: the backend and a test's own parameter.
+using BackendAnd = std::tuple<std::string, std::string>;
+
+// "<backend>_<value>" with every character a test name cannot hold made '_'.
+inline std::string backend_and_value(const ::testing::TestParamInfo<BackendAnd>& info) {
+  std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+  for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return name;
+}
+
+// Skips the test (from the calling test body) when kvtier-workload cannot run on the backend.
+#define KVTIER_SKIP_WITHOUT_BACKEND(backend)                                  \
+  do {                                                                        \
+    if (const std::string why = backend_unavailable(backend); !why.empty()) { \
+      GTEST_SKIP() << why;                                                    \
+    }                                                                         \
+  } while (0)
 
 }  // namespace kvtier::testing
