@@ -17,22 +17,6 @@
 namespace kvtier::client {
 namespace {
 
-// acc += a * b; false on overflow.
-bool add_product(std::uint64_t a, std::uint64_t b, std::uint64_t& acc) {
-  std::uint64_t product = 0;
-  return !__builtin_mul_overflow(a, b, &product) && !__builtin_add_overflow(acc, product, &acc);
-}
-
-// One past the last byte of the last KV head of `slot`, from the layer's base.
-std::optional<std::uint64_t> slot_end(const kernels::KvLayout& l, std::uint32_t slot) {
-  std::uint64_t end = l.head_bytes();
-  if (!add_product(slot / l.block_size, l.block_stride, end) || !add_product(slot % l.block_size, l.token_stride, end) ||
-      !add_product(l.num_kv_heads - 1, l.head_stride, end)) {
-    return std::nullopt;
-  }
-  return end;
-}
-
 // [base + offset, base + offset + extent) within [base, base + bytes)?
 bool within(std::uint64_t offset, std::uint64_t extent, std::uint64_t bytes) {
   return offset <= bytes && extent <= bytes - offset;
@@ -55,18 +39,6 @@ struct AdoptedReply {
 Error bad_cache(const std::string& why) { return Error{Errc::kProtocol, "kvtierd sent an unusable exported cache: " + why}; }
 
 }  // namespace
-
-std::optional<std::uint64_t> checked_layer_extent(const kernels::KvLayout& layout) {
-  if (layout.num_slots == 0 || layout.block_size == 0 || layout.num_kv_heads == 0) return std::nullopt;
-  const std::uint32_t last = layout.num_slots - 1;
-  auto end = slot_end(layout, last);
-  if (last / layout.block_size > 0) {  // a full block before the last one may reach further
-    auto full = slot_end(layout, last / layout.block_size * layout.block_size - 1);
-    if (!end || !full) return std::nullopt;
-    end = std::max(*end, *full);
-  }
-  return end;
-}
 
 // ---- PeerBuffer ---------------------------------------------------------------------------
 
@@ -158,15 +130,14 @@ Result<std::uint64_t> Client::export_sequence(std::uint32_t sequence, const kvti
   }
   if (buffer.bytes == 0) return invalid("buffer.bytes is 0");
   if (is_fd_kind(buffer.kind) && buffer.fd < 0) return invalid("buffer.fd: this kind needs the buffer's fd");
-  const auto extent = checked_layer_extent(layout);
-  if (!extent) return invalid("buffer: the attached cache's layer extent overflows");
+  const std::uint64_t extent = kernels::layer_extent_bytes(layout);  // exact: the layout was validated at attach
   std::vector<std::uint64_t> k_offsets, v_offsets;
   for (std::uint32_t l = 0; l < layout.num_layers; ++l) {
     for (const bool is_k : {true, false}) {
       const std::uintptr_t at = is_k ? layout.k_base[l] : layout.v_base[l];
-      if (at < buffer.base || !within(at - buffer.base, *extent, buffer.bytes)) {
+      if (at < buffer.base || !within(at - buffer.base, extent, buffer.bytes)) {
         return invalid("buffer: layer " + std::to_string(l) + (is_k ? " K" : " V") + " of the attached cache (" +
-                       std::to_string(*extent) + " bytes) lies outside [base, base + bytes)");
+                       std::to_string(extent) + " bytes) lies outside [base, base + bytes)");
       }
       (is_k ? k_offsets : v_offsets).push_back(at - buffer.base);
     }
@@ -294,17 +265,22 @@ Result<kvtier_adopted> Client::adopt_sequence(std::uint64_t token) {
                                       std::to_string(r.v_offsets.size()) + " entries for " +
                                       std::to_string(layout.num_layers) + " layers"));
     }
-    const auto extent = checked_layer_extent(layout);
-    if (!extent) return tl::unexpected(bad_cache("cache.numSlots/blockSize/strides describe no addressable layer"));
     for (std::uint32_t l = 0; l < layout.num_layers; ++l) {
-      if (!within(r.k_offsets[l], *extent, r.bytes) || !within(r.v_offsets[l], *extent, r.bytes)) {
-        return tl::unexpected(bad_cache("cache.kOffsets/vOffsets[" + std::to_string(l) + "] place layer " +
-                                        std::to_string(l) + " outside the buffer's " + std::to_string(r.bytes) + " bytes"));
+      if (r.k_offsets[l] >= r.bytes || r.v_offsets[l] >= r.bytes) {
+        return tl::unexpected(bad_cache("cache.kOffsets/vOffsets[" + std::to_string(l) + "] lie beyond the buffer's " +
+                                        std::to_string(r.bytes) + " bytes"));
       }
       layout.k_base.push_back((*peer)->buffer.base() + r.k_offsets[l]);
       layout.v_base.push_back((*peer)->buffer.base() + r.v_offsets[l]);
     }
     if (auto ok = kernels::validate(layout); !ok) return tl::unexpected(bad_cache(ok.error().message));
+    const std::uint64_t extent = kernels::layer_extent_bytes(layout);  // exact after validate
+    for (std::uint32_t l = 0; l < layout.num_layers; ++l) {
+      if (!within(r.k_offsets[l], extent, r.bytes) || !within(r.v_offsets[l], extent, r.bytes)) {
+        return tl::unexpected(bad_cache("cache.kOffsets/vOffsets[" + std::to_string(l) + "] place layer " +
+                                        std::to_string(l) + " outside the buffer's " + std::to_string(r.bytes) + " bytes"));
+      }
+    }
     return {};
   }();
   if (!checked) {

@@ -61,8 +61,4 @@ struct AdoptedPeer {
   kernels::KvLayout layout;  // the exporter's cache over buffer.base()
 };
 
-// One past the last byte of any K (or V) head of `layout`'s layer, from that layer's base:
-// layer_extent_bytes computed without overflow (nullopt when a stride product overflows).
-std::optional<std::uint64_t> checked_layer_extent(const kernels::KvLayout& layout);
-
 }  // namespace kvtier::client

@@ -57,21 +57,16 @@ Status check_cache(wire::ExportedCache::Reader cache, const shm::PoolGeometry& g
     layout.k_base.push_back(kBase + cache.getKOffsets()[l]);
     layout.v_base.push_back(kBase + cache.getVOffsets()[l]);
   }
-  if (layout.block_size == 0 || layout.token_stride > kMaxBytes || layout.head_stride > kMaxBytes ||
-      layout.block_stride > kMaxBytes) {
-    return make_error(Errc::kInvalidArgument, "cache: blockSize must be >= 1 and strides below 2^48");
-  }
   if (auto ok = kernels::validate(layout); !ok) {
     return make_error(Errc::kInvalidArgument, "cache: " + ok.error().message);
   }
-  // Last byte any slot of a layer touches (strides < 2^48 and slots < 2^32: no overflow).
-  const std::uint64_t extent = layout.slot_offset(layout.num_slots - 1) +
-                               std::uint64_t{layout.num_kv_heads - 1} * layout.head_stride + layout.head_bytes();
+  const std::uint64_t extent = kernels::layer_extent_bytes(layout);  // exact after validate
   for (std::uint32_t l = 0; l < geometry.num_layers; ++l) {
-    const std::uint64_t end = std::max(cache.getKOffsets()[l], cache.getVOffsets()[l]) + extent;
-    if (end > bytes) {
-      return make_error(Errc::kInvalidArgument, "cache: layer " + std::to_string(l) + "'s slots end at byte " +
-                                                    std::to_string(end) + ", beyond the " + std::to_string(bytes) +
+    const std::uint64_t start = std::max(cache.getKOffsets()[l], cache.getVOffsets()[l]);  // < bytes
+    if (extent > bytes - start) {
+      return make_error(Errc::kInvalidArgument, "cache: layer " + std::to_string(l) + " spans " +
+                                                    std::to_string(extent) + " bytes from offset " +
+                                                    std::to_string(start) + ", beyond the " + std::to_string(bytes) +
                                                     "-byte buffer");
     }
   }

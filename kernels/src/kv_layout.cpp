@@ -2,6 +2,7 @@
 #include "kvtier/kernels/kv_layout.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -13,6 +14,35 @@ Status invalid(std::string message) {
 }
 
 std::string num(std::size_t value) { return std::to_string(value); }
+
+// acc += a * b; false on overflow.
+bool add_product(std::uint64_t a, std::uint64_t b, std::uint64_t& acc) noexcept {
+  std::uint64_t product = 0;
+  return !__builtin_mul_overflow(a, b, &product) && !__builtin_add_overflow(acc, product, &acc);
+}
+
+// layer_extent_bytes, nullopt when a stride product or sum overflows 64 bits.
+std::optional<std::uint64_t> checked_layer_extent(const KvLayout& layout) noexcept {
+  if (layout.num_slots == 0 || layout.block_size == 0 || layout.num_kv_heads == 0) return 0;
+  // One past the last byte of the last KV head of `slot`.
+  const auto slot_end = [&layout](std::uint32_t slot) -> std::optional<std::uint64_t> {
+    std::uint64_t end = layout.head_bytes();
+    if (!add_product(slot / layout.block_size, layout.block_stride, end) ||
+        !add_product(slot % layout.block_size, layout.token_stride, end) ||
+        !add_product(layout.num_kv_heads - 1, layout.head_stride, end)) {
+      return std::nullopt;
+    }
+    return end;
+  };
+  const std::uint32_t last = layout.num_slots - 1;
+  auto end = slot_end(last);
+  if (last / layout.block_size > 0) {  // a full block before the last one may reach further
+    auto full = slot_end(last / layout.block_size * layout.block_size - 1);
+    if (!end || !full) return std::nullopt;
+    end = std::max(*end, *full);
+  }
+  return end;
+}
 
 // Highest in-block byte offset a (token, head) extent ends at, for `tokens` slots in a block.
 std::size_t block_extent(const KvLayout& layout, std::size_t tokens) noexcept {
@@ -112,21 +142,14 @@ Status validate(const KvLayout& layout) {
   if (layout.head_dim == 0) return invalid("head_dim is 0");
   if (layout.num_slots == 0) return invalid("num_slots is 0");
   if (layout.block_size == 0) return invalid("block_size is 0");
+  if (!checked_layer_extent(layout)) return invalid("strides overflow: a layer spans more than 2^64 bytes");
   if (auto s = validate_pointers(layout, layout.k_base, "k_base"); !s) return s;
   if (auto s = validate_pointers(layout, layout.v_base, "v_base"); !s) return s;
   return validate_strides(layout);
 }
 
 std::size_t layer_extent_bytes(const KvLayout& layout) noexcept {
-  if (layout.num_slots == 0 || layout.block_size == 0 || layout.num_kv_heads == 0) return 0;
-  const std::uint32_t last = layout.num_slots - 1;
-  const std::size_t tail = layout.slot_offset(last) +
-                           (layout.num_kv_heads - 1) * layout.head_stride + layout.head_bytes();
-  std::size_t full = 0;
-  if (const std::uint32_t last_block = last / layout.block_size; last_block > 0) {
-    full = (last_block - 1) * layout.block_stride + block_extent(layout, layout.block_size);
-  }
-  return std::max(tail, full);
+  return checked_layer_extent(layout).value_or(~std::size_t{0});
 }
 
 KvLayout make_hf_layout(std::uint32_t num_layers, std::uint32_t num_kv_heads,

@@ -51,6 +51,14 @@ TEST(KvLayout, PagedSlotMapsToBlockAndOffset) {
   EXPECT_EQ(layer_extent_bytes(layout), 8u * 16 * 4 * 64 * 2);
 }
 
+TEST(KvLayout, AnExtentBeyond64BitsIsRefusedAndLayerExtentSaturates) {
+  KvLayout layout = nhd();
+  layout.block_stride = std::size_t{1} << 60;  // 32 blocks of 2^60 bytes: beyond 2^64
+  layout.num_slots = 16 * 32;
+  expect_invalid(layout, "overflow");
+  EXPECT_EQ(layer_extent_bytes(layout), ~std::size_t{0});
+}
+
 TEST(KvLayout, PagedHndLayoutIsValid) {
   const KvLayout layout =
       make_paged_hnd_layout(1, 8, 128, KvDtype::kF32, 4, 16, bases(1, 0x1000), bases(1, 0x800000));

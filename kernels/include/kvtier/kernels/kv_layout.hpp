@@ -67,7 +67,8 @@ struct KvLayout {
 };
 
 // Checks sizes, pointers (non-null, aligned to the element size), that the per-layer pointer
-// lists have num_layers entries, and that strides keep every (slot, head) extent disjoint.
+// lists have num_layers entries, that a layer's extent fits 64 bits and that strides keep every
+// (slot, head) extent disjoint.
 // Returns kInvalidArgument naming the first offending field.
 Status validate(const KvLayout& layout);
 
@@ -89,7 +90,8 @@ KvLayout make_paged_hnd_layout(std::uint32_t num_layers, std::uint32_t num_kv_he
                                std::vector<std::uintptr_t> v_base);
 
 // Bytes one layer's K (or V) tensor spans: the extent of the highest slot and head plus one
-// head. Lets callers size buffers and bounds-check pointers.
+// head. Lets callers size buffers and bounds-check pointers. SIZE_MAX when it does not fit 64
+// bits (validate() refuses such a layout, so after it the value is exact).
 std::size_t layer_extent_bytes(const KvLayout& layout) noexcept;
 
 }  // namespace kvtier::kernels
