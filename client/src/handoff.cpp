@@ -336,9 +336,10 @@ Status Client::execute_plan(const kvtier_plan& plan, std::span<const std::uint32
     if (auto ok = cache.set_peer(peer->second->layout, peer->second->buffer.backend()); !ok) return ok;
   }
   if (auto ok = cache.execute(plan, hbm_slots); !ok) return ok;
+  if (peer == peers_.end()) return {};  // an ordinary plan: nothing more to do
   const bool handoff = std::any_of(plan.moves, plan.moves + plan.move_count,
                                    [](const kvtier_plan_move& m) { return m.from_tier == KVTIER_TPEER; });
-  if (handoff && peer != peers_.end()) {
+  if (handoff) {
     // The hand-off plan ran (its copies are complete): the exporter's buffer is no longer read.
     cache.clear_peer();
     peers_.erase(peer);

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 
 namespace kvtier::client {
 namespace {
@@ -14,6 +15,18 @@ constexpr std::uint8_t kT0 = KVTIER_T0, kT1 = KVTIER_T1, kT2 = KVTIER_T2, kT3 = 
 Error move_error(const kvtier_plan_move& m, const std::string& why) {
   return Error{Errc::kProtocol, "plan move T" + std::to_string(m.from_tier) + "->T" + std::to_string(m.to_tier) +
                                     " of position " + std::to_string(m.position) + ": " + why};
+}
+
+// The two passes of a hand-off copy through a bounce pool (copy_from_peer): peer slot -> bounce
+// row i, then bounce row i -> engine slot (peer_copies[i] = {engine slot, peer slot}).
+std::pair<std::vector<kernels::RowCopy>, std::vector<kernels::RowCopy>> bounce_passes(
+    std::span<const kernels::RowCopy> peer_copies) {
+  std::vector<kernels::RowCopy> reads, writes;
+  for (std::uint32_t i = 0; i < peer_copies.size(); ++i) {
+    reads.push_back({peer_copies[i].pool_slot, i});
+    writes.push_back({peer_copies[i].hbm_slot, i});
+  }
+  return {std::move(reads), std::move(writes)};
 }
 
 Result<kernels::KvLayout> to_kernel_layout(const kvtier_kv_layout& c) {
@@ -186,11 +199,7 @@ Status SequenceCache::check_peer_moves(const kvtier_plan& plan, std::span<const 
   // slots in range and distinct.
   const auto n = static_cast<std::uint32_t>(peer_copies.size());
   const kernels::PoolView bounce{nullptr, row_bytes_, std::size_t{n} * row_bytes_, n, layout_.num_layers};
-  std::vector<kernels::RowCopy> reads, writes;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    reads.push_back({peer_copies[i].pool_slot, i});
-    writes.push_back({peer_copies[i].hbm_slot, i});
-  }
+  const auto [reads, writes] = bounce_passes(peer_copies);
   if (auto ok = kernels::validate_copies(peer_->layout, bounce, kernels::Direction::kOffload, reads); !ok) return ok;
   return kernels::validate_copies(layout_, bounce, kernels::Direction::kRestore, writes);
 }
@@ -210,11 +219,7 @@ Status SequenceCache::copy_from_peer(std::span<const kernels::RowCopy> peer_copi
   std::unique_ptr<std::byte, Free> memory(static_cast<std::byte*>(std::aligned_alloc(kPage, bytes)));
   if (!memory) return make_error(Errc::kLimitExceeded, "hand-off bounce pool of " + std::to_string(bytes) + " bytes");
   const kernels::PoolView bounce{memory.get(), row_bytes_, std::size_t{n} * row_bytes_, n, layout_.num_layers};
-  std::vector<kernels::RowCopy> reads, writes;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    reads.push_back({peer_copies[i].pool_slot, i});
-    writes.push_back({peer_copies[i].hbm_slot, i});
-  }
+  const auto [reads, writes] = bounce_passes(peer_copies);
   auto made = kernels::make_executor(peer_->backend);
   if (!made) return tl::unexpected(made.error());
   std::unique_ptr<kernels::CopyExecutor> executor = std::move(*made);
