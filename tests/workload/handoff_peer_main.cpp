@@ -39,9 +39,9 @@
 #include <thread>
 #include <vector>
 
+#include "backend_probe.hpp"
 #include "handoff_peer_cache.hpp"
 #include "handoff_peer_engine.hpp"
-#include "kvtier/kernels/cuda/device.hpp"
 #include "kvtier/kvtier.hpp"
 
 namespace {
@@ -302,19 +302,7 @@ int main(int argc, char** argv) {
                stderr);
     return 2;
   }
-  if (o.backend == KVTIER_BACKEND_CUDA) {
-    if (const auto count = kvtier::kernels::cuda::device_count(); !count) {
-      std::fprintf(stderr, "kvtier-handoff-peer: %s\n", count.error().message.c_str());
-      return 4;
-    }
-  }
-  if (o.probe) {
-    const auto device = o.backend == KVTIER_BACKEND_CUDA ? kvtier::kernels::cuda::device_description()
-                                                         : kvtier::Result<std::string>(std::string("host memory"));
-    std::printf("backend %s: %s\n", o.backend == KVTIER_BACKEND_CUDA ? "cuda" : "cpu",
-                device ? device->c_str() : device.error().message.c_str());
-    return 0;
-  }
+  if (const auto stop = kvtier::workload::check_backend("kvtier-handoff-peer", o.backend, o.probe)) return *stop;
   try {
     kvtier::Client client;
     check(client, "connect", client.connect(o.socket, "handoff-" + o.role));

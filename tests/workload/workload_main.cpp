@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "kvtier/kernels/cuda/device.hpp"
+#include "backend_probe.hpp"
 #include "kvtier/kvtier.hpp"
 #include "toy_engine.hpp"
 
@@ -130,20 +130,7 @@ int main(int argc, char** argv) {
                stderr);
     return 2;
   }
-  if (o.backend == KVTIER_BACKEND_CUDA) {
-    // Without a device (or a CUDA build) say so and stop before touching the daemon.
-    if (const auto count = kvtier::kernels::cuda::device_count(); !count) {
-      std::fprintf(stderr, "kvtier-workload: %s\n", count.error().message.c_str());
-      return 4;
-    }
-  }
-  if (o.probe) {
-    const auto device = o.backend == KVTIER_BACKEND_CUDA ? kvtier::kernels::cuda::device_description()
-                                                         : kvtier::Result<std::string>(std::string("host memory"));
-    std::printf("backend %s: %s\n", o.backend == KVTIER_BACKEND_CUDA ? "cuda" : "cpu",
-                device ? device->c_str() : device.error().message.c_str());
-    return 0;
-  }
+  if (const auto stop = kvtier::workload::check_backend("kvtier-workload", o.backend, o.probe)) return *stop;
   std::signal(SIGTERM, [](int) { g_stop = 1; });
   std::signal(SIGINT, [](int) { g_stop = 1; });
 
