@@ -5,6 +5,7 @@
 #include <string>
 
 #include "client_channel.hpp"
+#include "handoff_checks.hpp"
 
 namespace kvtier::daemon {
 namespace {
@@ -31,24 +32,8 @@ Status ClientChannel::freeze(std::uint32_t sequence_id, std::span<const std::pai
     return make_error(Errc::kBadState, "plan epoch " + std::to_string(pending_->epoch) + " of " + name(sequence_id) +
                                            " is in flight: execute and acknowledge it, then export again");
   }
-  // The adopter must receive every T0 token, and only those: the list must be the tiers' T0 set.
+  if (auto ok = check_t0_matches(sequence.tiers, t0); !ok) return ok;
   const tier::SequenceTiers& tiers = sequence.tiers;
-  std::size_t next = 0;
-  for (std::uint32_t position = 0; position < tiers.length(); ++position) {
-    if (tiers.tier_of(position) != tier::Tier::kT0) continue;
-    if (next >= t0.size() || t0[next].first != position) {
-      return make_error(Errc::kInvalidArgument, "t0Positions: position " + std::to_string(position) +
-                                                    " is in T0 but not listed (" + std::to_string(t0.size()) +
-                                                    " listed, kvtierd has " +
-                                                    std::to_string(tiers.count(tier::Tier::kT0)) + " in T0)");
-    }
-    ++next;
-  }
-  if (next != t0.size()) {
-    return make_error(Errc::kInvalidArgument, "t0Positions: position " + std::to_string(t0[next].first) +
-                                                  " is not in T0 (kvtierd has " +
-                                                  std::to_string(tiers.count(tier::Tier::kT0)) + " in T0)");
-  }
   for (const auto& [position, slot] : t0) sequence.cache_slots.set(position, slot);
   sequence.handoff = HandoffState::kExported;
   std::erase(owed_, sequence_id);
@@ -82,39 +67,15 @@ Result<HandoffNeeds> ClientChannel::needs(std::uint32_t sequence_id) const {
 
 Status ClientChannel::can_adopt(const HandoffNeeds& needs) const {
   if (!allocator_) return make_error(Errc::kBadState, "AdoptSequence before RegisterModel");
-  if (needs.row_bytes != pool_view_->geometry().row_bytes()) {
-    return make_error(Errc::kInvalidArgument, "the exporter's pool rows are " + std::to_string(needs.row_bytes) +
-                                                  " bytes, this client's " +
-                                                  std::to_string(pool_view_->geometry().row_bytes()));
+  AdopterRoom room;
+  room.row_bytes = pool_view_->geometry().row_bytes();
+  room.plan_ring_records = rings_.plans.capacity();
+  room.free_rows = allocator_->available();
+  if (int8_allocator_) {
+    room.int8_group = int8_allocator_->group();
+    room.free_int8_blocks = int8_allocator_->available_blocks();
   }
-  // The hand-off plan goes out whole: it must fit the plan ring.
-  const std::uint64_t records = (std::uint64_t{needs.live_tokens} + shm::kMovesPerRecord - 1) / shm::kMovesPerRecord;
-  if (records > rings_.plans.capacity()) {
-    return make_error(Errc::kLimitExceeded, "the sequence's " + std::to_string(needs.live_tokens) +
-                                                " live tokens need " + std::to_string(records) +
-                                                " plan records; this client's plan ring holds " +
-                                                std::to_string(rings_.plans.capacity()) +
-                                                " (limits.plan_ring_records)");
-  }
-  if (needs.t1_rows > allocator_->available()) {
-    return make_error(Errc::kLimitExceeded, "the sequence holds " + std::to_string(needs.t1_rows) +
-                                                " T1 rows; this client's pool has " +
-                                                std::to_string(allocator_->available()) + " free");
-  }
-  if (needs.t2_blocks == 0) return {};
-  if (!int8_allocator_) {
-    return make_error(Errc::kBadState, "the sequence holds T2 rows; this client registered no int8 pool (int8PoolTokens 0)");
-  }
-  if (needs.int8_group != int8_allocator_->group()) {
-    return make_error(Errc::kInvalidArgument, "the exporter's int8 blocks hold " + std::to_string(needs.int8_group) +
-                                                  " tokens, this client's " + std::to_string(int8_allocator_->group()));
-  }
-  if (needs.t2_blocks > int8_allocator_->available_blocks()) {
-    return make_error(Errc::kLimitExceeded, "the sequence's T2 rows need " + std::to_string(needs.t2_blocks) +
-                                                " int8 blocks; this client's int8 pool has " +
-                                                std::to_string(int8_allocator_->available_blocks()) + " free");
-  }
-  return {};
+  return check_adopt_room(needs, room);
 }
 
 HandoffLoan ClientChannel::lend(std::uint32_t sequence_id, const HandoffOrigin& origin) {

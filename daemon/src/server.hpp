@@ -30,6 +30,7 @@
 #include "kvtier/shm/pool_geometry.hpp"
 #include "kvtier/shm/unique_fd.hpp"
 #include "peer.hpp"
+#include "request_checks.hpp"
 #include "supervisor.hpp"
 
 namespace kvtier::daemon {
@@ -40,14 +41,6 @@ struct EngineAttachment {
   shm::UniqueFd control_fd;   // for the client: its control segment
   shm::UniqueFd doorbell_fd;  // for the client: eventfd it writes when the daemon sleeps
   std::uint64_t control_bytes = 0;
-};
-
-// What a client asks for at RegisterModel, after the session validated it.
-struct PoolRequest {
-  shm::PoolGeometry ddr;
-  std::optional<shm::Int8PoolGeometry> int8;  // none: no T2 for this client
-  kernels::KvDtype dtype = kernels::KvDtype::kF16;
-  std::uint32_t weight = 1;  // clamped to [1, pools.max_client_weight]
 };
 
 struct PoolGrant {

@@ -2,11 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "kvtier/protocol/defaults.hpp"
 #include "kvtier/protocol/version.hpp"
 #include "kvtier/shm/layout.hpp"
+#include "request_checks.hpp"
 #include "server.hpp"
-#include "tier_params.hpp"
 
 namespace kvtier::daemon {
 namespace {
@@ -21,15 +20,6 @@ bool is_request_error(Errc code) {
 constexpr std::size_t kReadChunk = 16 * 1024;
 
 }  // namespace
-
-std::optional<kernels::KvDtype> kernel_dtype(wire::KvDtype dtype) {
-  switch (dtype) {
-    case wire::KvDtype::F16: return kernels::KvDtype::kF16;
-    case wire::KvDtype::BF16: return kernels::KvDtype::kBf16;
-    case wire::KvDtype::F32: return kernels::KvDtype::kF32;
-  }
-  return std::nullopt;  // a value this build does not know
-}
 
 Session::Session(Server& server, asio::local::stream_protocol::socket socket, PeerCredentials peer,
                  std::uint32_t client_id)
@@ -138,42 +128,26 @@ Status Session::on_hello(wire::Hello::Reader hello) {
 Status Session::on_register(wire::RegisterModel::Reader request) {
   if (!is_engine()) return make_error(Errc::kPermissionDenied, "RegisterModel needs the engine role");
   if (geometry_) return make_error(Errc::kBadState, "model already registered");
-  PoolRequest pool;
-  const auto dtype = kernel_dtype(request.getDtype());
-  if (!dtype) return make_error(Errc::kInvalidArgument, "unknown KV dtype");
-  pool.dtype = *dtype;
-  auto geometry = shm::make_pool_geometry(request.getNumLayers(), request.getNumKvHeads(), request.getHeadDim(),
-                                          static_cast<std::uint32_t>(kernels::dtype_bytes(pool.dtype)),
-                                          request.getPoolTokens());
-  if (!geometry) return make_error(Errc::kInvalidArgument, "bad KV geometry: " + geometry.error().message);
-  pool.ddr = *geometry;
-  const auto& pools = server_.config().pools;
-  if (const std::uint32_t tokens = request.getInt8PoolTokens(); tokens != 0) {
-    const std::uint32_t group = pools.int8_group_tokens;
-    auto int8 = shm::make_int8_pool_geometry(geometry->num_layers, geometry->num_kv_heads, geometry->head_dim, group,
-                                             tokens / group + (tokens % group != 0 ? 1 : 0));
-    if (!int8) return make_error(Errc::kInvalidArgument, "bad int8 pool: " + int8.error().message);
-    pool.int8 = *int8;
-  }
-  pool.weight = std::clamp<std::uint32_t>(request.getWeight(), 1, pools.max_client_weight);
-  auto granted = server_.register_pool(*this, pool);
+  auto pool = pool_request_from_wire(request, server_.config().pools);
+  if (!pool) return tl::unexpected(pool.error());
+  auto granted = server_.register_pool(*this, *pool);
   if (!granted) return tl::unexpected(granted.error());
-  geometry_ = *geometry;
-  int8_slots_ = pool.int8 ? pool.int8->slots() : 0;
+  geometry_ = pool->ddr;
+  int8_slots_ = pool->int8 ? pool->int8->slots() : 0;
   dtype_ = request.getDtype();
   model_name_ = std::string(request.getModelName().cStr()).substr(0, 63);
   capnp::MallocMessageBuilder reply;
   auto registered = reply.initRoot<wire::DaemonMessage>().initModelRegistered();
   registered.setPoolSegmentBytes(granted->segment_bytes);
-  registered.setPoolSlots(geometry->slots);
-  registered.setRowBytes(static_cast<std::uint32_t>(geometry->row_bytes()));
+  registered.setPoolSlots(pool->ddr.slots);
+  registered.setRowBytes(static_cast<std::uint32_t>(pool->ddr.row_bytes()));
   registered.setWeight(granted->weight);
   std::vector<shm::UniqueFd> fds;
   fds.push_back(std::move(granted->pool_fd));
-  if (pool.int8) {
+  if (pool->int8) {
     registered.setInt8SegmentBytes(granted->int8_segment_bytes);
-    registered.setInt8Slots(pool.int8->slots());
-    registered.setInt8GroupTokens(pool.int8->group_tokens);
+    registered.setInt8Slots(pool->int8->slots());
+    registered.setInt8GroupTokens(pool->int8->group_tokens);
     fds.push_back(std::move(granted->int8_fd));
   }
   send(reply, std::move(fds));
@@ -188,33 +162,12 @@ Status Session::on_open(wire::OpenSequence::Reader request) {
                                                 " sequences open, limit limits.max_sequences_per_client=" +
                                                 std::to_string(limits.max_sequences_per_client));
   }
-  const std::uint32_t prompt = request.getPromptLength();
-  if (prompt >= limits.max_tokens_per_sequence) {
-    return make_error(Errc::kInvalidArgument, "prompt length " + std::to_string(prompt) +
-                                                  " exceeds limits.max_tokens_per_sequence=" +
-                                                  std::to_string(limits.max_tokens_per_sequence));
-  }
   const std::uint32_t id = next_sequence_;
-  auto params = tier_params_from_wire(request.getTiering(), server_.config().tiering,
-                                      (std::uint64_t{client_id_} << 32) | id);
-  if (!params) return tl::unexpected(params.error());
-  if (int8_slots_ == 0 && tier::int8_enabled(*params)) {
-    if (!request.getTiering().getUseDefaults()) {
-      return make_error(Errc::kBadState, "sequence asks for the int8 tier (int8Ratio " +
-                                             std::to_string(params->int8_ratio) + ", int8Tokens " +
-                                             std::to_string(params->int8_tokens) +
-                                             ") but the client registered no int8 pool (int8PoolTokens 0)");
-    }
-    params->int8_ratio = 0.0;  // the node default asks for T2; a client without an int8 pool has none
-  }
-  const std::uint32_t digest_dim = request.getTiering().getKeyDigestDim();
-  if (digest_dim > protocol::kMaxKeyDigestDim) {
-    return make_error(Errc::kInvalidArgument, "keyDigestDim " + std::to_string(digest_dim) + " exceeds " +
-                                                  std::to_string(protocol::kMaxKeyDigestDim));
-  }
+  auto open = open_request_from_wire(request, server_.config(), int8_slots_ != 0, (std::uint64_t{client_id_} << 32) | id);
+  if (!open) return tl::unexpected(open.error());
   ++next_sequence_;
   sequences_.insert(id);
-  server_.data_plane().open_sequence(client_id_, id, prompt, *params, digest_dim == 0 ? protocol::kDefaultKeyDigestDim : digest_dim,
+  server_.data_plane().open_sequence(client_id_, id, open->prompt_length, open->params, open->digest_dim,
                                      [self = shared_from_this(), id] {
     if (self->state_ == State::kClosed) return;
     capnp::MallocMessageBuilder reply;

@@ -29,9 +29,6 @@ namespace kvtier::daemon {
 
 class Server;
 
-// The KV dtype a client names; nullopt for a value this build does not know.
-std::optional<kernels::KvDtype> kernel_dtype(wire::KvDtype dtype);
-
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Server& server, asio::local::stream_protocol::socket socket, PeerCredentials peer, std::uint32_t client_id);

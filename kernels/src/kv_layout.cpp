@@ -50,8 +50,10 @@ std::size_t block_extent(const KvLayout& layout, std::size_t tokens) noexcept {
          layout.head_bytes();
 }
 
+// `extent`: the layer's checked extent; a base it would carry past the end of the address space
+// is refused (an executor adds offsets up to it to the base).
 Status validate_pointers(const KvLayout& layout, const std::vector<std::uintptr_t>& bases,
-                         std::string_view which) {
+                         std::string_view which, std::uint64_t extent) {
   if (bases.size() != layout.num_layers) {
     return invalid(std::string(which) + " has " + num(bases.size()) + " layer pointers, expected " +
                    num(layout.num_layers));
@@ -62,6 +64,10 @@ Status validate_pointers(const KvLayout& layout, const std::vector<std::uintptr_
     if (bases[l] % align != 0) {
       return invalid(std::string(which) + "[" + num(l) + "] is not aligned to " + num(align) +
                      " bytes");
+    }
+    if (extent > ~std::uintptr_t{0} - bases[l]) {
+      return invalid(std::string(which) + "[" + num(l) + "] plus the layer's " + num(extent) +
+                     " bytes wraps past the end of the address space");
     }
   }
   return {};
@@ -104,6 +110,19 @@ Status validate_strides(const KvLayout& layout) {
   return {};
 }
 
+// a * b, or SIZE_MAX when that overflows: a constructor's saturated stride makes validate()
+// refuse the layout (its extent check overflows) wherever the stride is used.
+std::size_t saturating_mul(std::size_t a, std::size_t b) noexcept {
+  std::size_t product = 0;
+  return __builtin_mul_overflow(a, b, &product) ? ~std::size_t{0} : product;
+}
+
+// num_blocks * block_size, or 0 (refused by validate()) when it exceeds a 32-bit slot index.
+std::uint32_t paged_slots(std::uint32_t num_blocks, std::uint32_t block_size) noexcept {
+  const std::uint64_t slots = std::uint64_t{num_blocks} * block_size;
+  return slots > ~std::uint32_t{0} ? 0 : static_cast<std::uint32_t>(slots);
+}
+
 KvLayout shape(std::uint32_t num_layers, std::uint32_t num_kv_heads, std::uint32_t head_dim,
                KvDtype dtype, std::uint32_t num_slots, std::uint32_t block_size,
                std::vector<std::uintptr_t> k_base, std::vector<std::uintptr_t> v_base) {
@@ -142,9 +161,10 @@ Status validate(const KvLayout& layout) {
   if (layout.head_dim == 0) return invalid("head_dim is 0");
   if (layout.num_slots == 0) return invalid("num_slots is 0");
   if (layout.block_size == 0) return invalid("block_size is 0");
-  if (!checked_layer_extent(layout)) return invalid("strides overflow: a layer spans more than 2^64 bytes");
-  if (auto s = validate_pointers(layout, layout.k_base, "k_base"); !s) return s;
-  if (auto s = validate_pointers(layout, layout.v_base, "v_base"); !s) return s;
+  const auto extent = checked_layer_extent(layout);
+  if (!extent) return invalid("strides overflow: a layer spans more than 2^64 bytes");
+  if (auto s = validate_pointers(layout, layout.k_base, "k_base", *extent); !s) return s;
+  if (auto s = validate_pointers(layout, layout.v_base, "v_base", *extent); !s) return s;
   return validate_strides(layout);
 }
 
@@ -158,8 +178,8 @@ KvLayout make_hf_layout(std::uint32_t num_layers, std::uint32_t num_kv_heads,
   KvLayout layout = shape(num_layers, num_kv_heads, head_dim, dtype, num_slots, num_slots,
                           std::move(k_base), std::move(v_base));
   layout.token_stride = layout.head_bytes();
-  layout.head_stride = layout.head_bytes() * num_slots;
-  layout.block_stride = layout.head_stride * num_kv_heads;
+  layout.head_stride = saturating_mul(layout.head_bytes(), num_slots);
+  layout.block_stride = saturating_mul(layout.head_stride, num_kv_heads);
   return layout;
 }
 
@@ -167,11 +187,11 @@ KvLayout make_paged_layout(std::uint32_t num_layers, std::uint32_t num_kv_heads,
                            std::uint32_t head_dim, KvDtype dtype, std::uint32_t num_blocks,
                            std::uint32_t block_size, std::vector<std::uintptr_t> k_base,
                            std::vector<std::uintptr_t> v_base) {
-  KvLayout layout = shape(num_layers, num_kv_heads, head_dim, dtype, num_blocks * block_size,
+  KvLayout layout = shape(num_layers, num_kv_heads, head_dim, dtype, paged_slots(num_blocks, block_size),
                           block_size, std::move(k_base), std::move(v_base));
   layout.head_stride = layout.head_bytes();
-  layout.token_stride = layout.half_row_bytes();
-  layout.block_stride = layout.token_stride * block_size;
+  layout.token_stride = saturating_mul(layout.head_bytes(), num_kv_heads);
+  layout.block_stride = saturating_mul(layout.token_stride, block_size);
   return layout;
 }
 
@@ -179,11 +199,11 @@ KvLayout make_paged_hnd_layout(std::uint32_t num_layers, std::uint32_t num_kv_he
                                std::uint32_t head_dim, KvDtype dtype, std::uint32_t num_blocks,
                                std::uint32_t block_size, std::vector<std::uintptr_t> k_base,
                                std::vector<std::uintptr_t> v_base) {
-  KvLayout layout = shape(num_layers, num_kv_heads, head_dim, dtype, num_blocks * block_size,
+  KvLayout layout = shape(num_layers, num_kv_heads, head_dim, dtype, paged_slots(num_blocks, block_size),
                           block_size, std::move(k_base), std::move(v_base));
   layout.token_stride = layout.head_bytes();
-  layout.head_stride = layout.head_bytes() * block_size;
-  layout.block_stride = layout.head_stride * num_kv_heads;
+  layout.head_stride = saturating_mul(layout.head_bytes(), block_size);
+  layout.block_stride = saturating_mul(layout.head_stride, num_kv_heads);
   return layout;
 }
 

@@ -229,6 +229,17 @@ KVTIER_API kvtier_status kvtier_plan_poll(kvtier_client* client, int timeout_ms,
  * placement stays as before). Epochs are acknowledged in order. */
 KVTIER_API kvtier_status kvtier_plan_ack(kvtier_client* client, uint64_t epoch, int applied);
 
+/* Waits up to timeout_ms (0: look once, <0: forever) until kvtierd has consumed every score
+ * record and step end and resolved every acknowledgement this client published before the call,
+ * and has gone idle on this client's rings. Every plan it decided from them is then on the plan
+ * ring, so a kvtier_plan_poll(0) right after returns it: an engine that syncs after each step end
+ * and each acknowledgement sees plans at the same steps on every run, whatever the load (plans
+ * that another client's pressure causes still arrive when they arrive). KVTIER_E_TIMEOUT when
+ * the daemon did not get there in time (busy, or the session ended). Polls the rings' sleep flags
+ * with a backoff of up to 1 ms; meant for tests and for engines that want determinism over
+ * latency. */
+KVTIER_API kvtier_status kvtier_client_sync(kvtier_client* client, int timeout_ms);
+
 /* ---- executing plans over the engine's KV cache ----------------------------------------- */
 
 typedef enum kvtier_backend { KVTIER_BACKEND_CPU = 0, KVTIER_BACKEND_CUDA = 1 } kvtier_backend;

@@ -26,6 +26,9 @@ template <class... F>
 struct Overloaded : F... {
   using F::operator()...;
 };
+// Spelled out for clang before 17, which lacks C++20's deduction guides for aggregates.
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
 
 // " in kvtierd.toml:12" for file input, " in --set limits.max_clients=8" for overrides.
 std::string where(std::string_view source, const toml::node* node) {

@@ -20,6 +20,9 @@ template <class... F>
 struct Overloaded : F... {
   using F::operator()...;
 };
+// Spelled out for clang before 17, which lacks C++20's deduction guides for aggregates.
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
 
 std::string power_of_two_rule(std::uint64_t value) {
   // Ring indices are masked, not divided, so capacities must be powers of two.

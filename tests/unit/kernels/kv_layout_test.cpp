@@ -67,6 +67,31 @@ TEST(KvLayout, PagedHndLayoutIsValid) {
   EXPECT_EQ(layer_extent_bytes(layout), 4u * 8 * 16 * 128 * 4);
 }
 
+// Found by tests/fuzz (kv_layout): num_blocks * block_size wrapped in 32 bits, giving a valid
+// layout of 65536 slots for a cache of 2^32 + 65536.
+TEST(KvLayout, PagedConstructorsRefuseMoreSlotsThanA32BitIndex) {
+  const KvLayout nhd = make_paged_layout(1, 1, 1, KvDtype::kF16, 65536, 65537, bases(1, 0x1000), bases(1, 0x2000));
+  EXPECT_EQ(nhd.num_slots, 0u);
+  expect_invalid(nhd, "num_slots is 0");
+  const KvLayout hnd = make_paged_hnd_layout(1, 1, 1, KvDtype::kF16, 65536, 65537, bases(1, 0x1000), bases(1, 0x2000));
+  expect_invalid(hnd, "num_slots is 0");
+}
+
+TEST(KvLayout, ConstructorStridesBeyond64BitsAreRefused) {
+  // head_dim 2^31 f32 elements (2^33 bytes) over 2^31 slots: a head spans 2^64 bytes.
+  const KvLayout layout =
+      make_hf_layout(1, 2, 1u << 31, KvDtype::kF32, 1u << 31, bases(1, 0x1000), bases(1, 0x2000));
+  EXPECT_EQ(layout.head_stride, ~std::size_t{0});
+  expect_invalid(layout, "overflow");
+}
+
+// Found by tests/fuzz (kv_layout): an executor adds offsets up to the layer extent to a base.
+TEST(KvLayout, PointerWhoseLayerWrapsTheAddressSpaceIsRejected) {
+  KvLayout layout = hf();
+  layout.v_base[1] = ~std::uintptr_t{0} - 0xfff;  // aligned, but the layer runs past 2^64
+  expect_invalid(layout, "v_base[1] plus the layer's");
+}
+
 TEST(KvLayout, NullPointerIsRejected) {
   KvLayout layout = hf();
   layout.v_base[1] = 0;

@@ -66,11 +66,15 @@ struct KvLayout {
   }
 };
 
-// Checks sizes, pointers (non-null, aligned to the element size), that the per-layer pointer
-// lists have num_layers entries, that a layer's extent fits 64 bits and that strides keep every
-// (slot, head) extent disjoint.
+// Checks sizes, pointers (non-null, aligned to the element size, and a layer's extent from each
+// does not wrap past the end of the address space), that the per-layer pointer lists have
+// num_layers entries, that a layer's extent fits 64 bits and that strides keep every (slot,
+// head) extent disjoint.
 // Returns kInvalidArgument naming the first offending field.
 Status validate(const KvLayout& layout);
+
+// The constructors never wrap around: a tensor whose strides do not fit 64 bits, or a paged one
+// of more than 2^32 - 1 slots (num_slots is then 0), gives a layout validate() refuses.
 
 // HF-style per-layer tensors [kv_heads, num_slots, head_dim], densely packed.
 KvLayout make_hf_layout(std::uint32_t num_layers, std::uint32_t num_kv_heads,
