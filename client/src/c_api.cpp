@@ -235,6 +235,16 @@ kvtier_status kvtier_plan_ack(kvtier_client* client, uint64_t epoch, int applied
   });
 }
 
+kvtier_status kvtier_client_sync(kvtier_client* client, int timeout_ms) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    const auto timeout = timeout_ms < 0 ? std::chrono::milliseconds(std::chrono::hours(24 * 365))
+                                        : std::chrono::milliseconds(timeout_ms);
+    auto idle = c.sync(timeout);
+    if (!idle) return fail(client, idle.error());
+    return *idle ? KVTIER_OK : KVTIER_E_TIMEOUT;
+  });
+}
+
 void kvtier_kv_layout_init(kvtier_kv_layout* layout) {
   if (layout == nullptr) return;
   std::memset(layout, 0, sizeof(*layout));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "kvtier/protocol/defaults.hpp"
 #include "kvtier/protocol/version.hpp"
@@ -306,6 +307,19 @@ Status Client::ack_plan(std::uint64_t epoch, bool applied) {
   ++counters_.plans_acked;
   if (wake) ring_doorbell();
   return {};
+}
+
+Result<bool> Client::sync(std::chrono::milliseconds timeout) {
+  if (auto ok = require_engine("sync"); !ok) return tl::unexpected(ok.error());
+  // The daemon raises no futex for this: poll both flags, backing off from 20 us to 1 ms.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::microseconds(20);
+  while (!(rings_->scores.consumer_idle() && rings_->plans.producer_idle())) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+  return true;
 }
 
 Status Client::step_end(std::uint32_t sequence, std::uint32_t step) {

@@ -50,6 +50,9 @@ class Client {
   // Next complete plan; nullopt after `timeout` without one.
   Result<std::optional<kvtier_plan>> poll_plan(std::chrono::milliseconds timeout);
   Status ack_plan(std::uint64_t epoch, bool applied);
+  // Waits until kvtierd has consumed every score record and resolved every ack this client
+  // published (both ring flags say it is idle); false after `timeout`. Contract in kvtier.h.
+  Result<bool> sync(std::chrono::milliseconds timeout);
   Status step_end(std::uint32_t sequence, std::uint32_t step);
   Status attach_cache(std::uint32_t sequence, const kvtier_kv_layout& layout);
   // The sequence's cache, or kBadState when attach_cache was not called for it.

@@ -25,10 +25,12 @@ ClientChannel::ClientChannel(asio::io_context& io, std::uint32_t client_id, shm:
       rings_(shm::daemon_rings(control_, layout)),
       doorbell_(io, doorbell.release()),
       budget_(budget) {
+  budget_.join(*this);
   service();
 }
 
 ClientChannel::~ClientChannel() {
+  budget_.leave(client_id_);
   std::error_code ignored;
   doorbell_.cancel(ignored);
 }

@@ -53,7 +53,7 @@
 
 namespace kvtier::daemon {
 
-class ClientChannel {
+class ClientChannel final : public BudgetMember {
  public:
   using FailFn = std::function<void(const Error&)>;
   // A hand-off this channel received resolved; on failure the tier state goes back (`returned`).
@@ -94,21 +94,15 @@ class ClientChannel {
   // Before the channel goes away: every hand-off it received and did not resolve fails.
   void abandon_handoffs();
 
-  // --- for the NodeBudget ---
-  std::uint32_t client_id() const noexcept { return client_id_; }
-  bool has_pool() const noexcept { return allocator_.has_value(); }
-  std::uint32_t weight() const noexcept { return weight_; }
-  // One slot holds a token's row in every layer.
-  std::uint64_t bytes_per_slot() const noexcept { return bytes_per_slot_; }
-  // T1 rows held, an unacknowledged plan's destinations included.
-  std::uint64_t ddr_bytes_used() const noexcept;
-  // Relief asked for and not yet resolved (queued or in the outstanding plan).
-  bool relief_pending() const noexcept;
-  // Appends up to k of this client's lowest-score managed T1 tokens (per sequence; the caller
-  // orders them node-wide).
-  void lowest_t1(std::size_t k, std::vector<ReliefCandidate>& out) const;
-  // Queues relief; acted on by service().
-  void request_relief(std::vector<ReliefCandidate> tokens);
+  // --- BudgetMember (node_budget.hpp): the channel joins the budget on construction ---
+  std::uint32_t client_id() const noexcept override { return client_id_; }
+  bool has_pool() const noexcept override { return allocator_.has_value(); }
+  std::uint32_t weight() const noexcept override { return weight_; }
+  std::uint64_t bytes_per_slot() const noexcept override { return bytes_per_slot_; }
+  std::uint64_t ddr_bytes_used() const noexcept override;
+  bool relief_pending() const noexcept override;
+  void lowest_t1(std::size_t k, std::vector<ReliefCandidate>& out) const override;
+  void request_relief(std::vector<ReliefCandidate> tokens) override;
 
  private:
   struct Sequence {

@@ -11,7 +11,7 @@ DataPlane::DataPlane(asio::io_context& control_io, const config::DaemonConfig& c
       config_(config),
       log_(log),
       work_(asio::make_work_guard(io_)),
-      budget_(config.pools, channels_, [this](std::uint32_t client_id) {
+      budget_(config.pools, [this](std::uint32_t client_id) {
         // A client asked to give rows back is serviced on its own turn, never inside another
         // client's decision; it may be gone by then.
         post([this, client_id] {

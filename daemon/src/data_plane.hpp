@@ -125,8 +125,8 @@ class DataPlane {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   FailHandler on_fail_;
   std::function<void(const HandoffOrigin&, bool)> on_handoff_resolved_;
+  NodeBudget budget_;  // node-wide DDR accounting; every channel is a member (so declared first)
   std::map<std::uint32_t, std::unique_ptr<ClientChannel>> channels_;
-  NodeBudget budget_;  // node-wide DDR accounting over channels_
   std::jthread thread_;
 };
 

@@ -4,7 +4,6 @@
 #include <string_view>
 #include <vector>
 
-#include "client_channel.hpp"
 
 namespace kvtier::daemon {
 namespace {
@@ -17,21 +16,27 @@ PressureRule parse_pressure_rule(std::string_view name) noexcept {
 }  // namespace
 
 
-NodeBudget::NodeBudget(const config::PoolsSection& pools, const Channels& channels,
-                       std::function<void(std::uint32_t)> kick)
-    : pools_(pools), rule_(parse_pressure_rule(pools.pressure)), channels_(channels), kick_(std::move(kick)) {}
+NodeBudget::NodeBudget(const config::PoolsSection& pools, std::function<void(std::uint32_t)> kick)
+    : pools_(pools), rule_(parse_pressure_rule(pools.pressure)), kick_(std::move(kick)) {}
+
+void NodeBudget::join(BudgetMember& member) { members_[member.client_id()] = &member; }
+
+void NodeBudget::leave(std::uint32_t client_id) {
+  members_.erase(client_id);
+  waiting_.erase(client_id);
+}
 
 std::uint64_t NodeBudget::total_weight() const {
   std::uint64_t sum = 0;
-  for (const auto& [id, channel] : channels_) sum += channel->has_pool() ? channel->weight() : 0;
+  for (const auto& [id, channel] : members_) sum += channel->has_pool() ? channel->weight() : 0;
   return sum;
 }
 
-std::uint64_t NodeBudget::share_bytes(const ClientChannel& client) const {
+std::uint64_t NodeBudget::share_bytes(const BudgetMember& client) const {
   return share_of(client, total_weight());
 }
 
-std::uint64_t NodeBudget::share_of(const ClientChannel& client, std::uint64_t weights) const {
+std::uint64_t NodeBudget::share_of(const BudgetMember& client, std::uint64_t weights) const {
   const std::uint64_t total = pools_.ddr_bytes_total;
   if (total == 0 || weights == 0 || !client.has_pool()) return 0;
   // total·weight can exceed 64 bits (2^50 · 2^16); split total into quotient and remainder.
@@ -39,21 +44,21 @@ std::uint64_t NodeBudget::share_of(const ClientChannel& client, std::uint64_t we
   return total / weights * w + total % weights * w / weights;
 }
 
-Admission NodeBudget::admit(const ClientChannel& client, std::uint32_t wanted) {
+Admission NodeBudget::admit(const BudgetMember& client, std::uint32_t wanted) {
   const std::uint64_t total = pools_.ddr_bytes_total;
   if (total == 0 || wanted == 0) return {wanted, shm::BackpressureReason::kNone};
   std::uint64_t used = 0;
-  for (const auto& [id, channel] : channels_) used += channel->ddr_bytes_used();
+  for (const auto& [id, channel] : members_) used += channel->ddr_bytes_used();
   const std::uint64_t per_row = client.bytes_per_slot();
   std::uint64_t fit = used >= total ? 0 : (total - used) / per_row;
   const std::uint64_t weights = total_weight();
   const std::uint64_t share = share_of(client, weights);
   const std::uint64_t held = client.ddr_bytes_used();
   ++admissions_;
-  const std::uint64_t horizon = 8 * std::uint64_t{channels_.size()};
+  const std::uint64_t horizon = 8 * std::uint64_t{members_.size()};
   std::erase_if(waiting_, [&](const auto& entry) {
-    auto it = channels_.find(entry.first);
-    return it == channels_.end() || entry.second + horizon < admissions_ ||
+    auto it = members_.find(entry.first);
+    return it == members_.end() || entry.second + horizon < admissions_ ||
            it->second->ddr_bytes_used() >= share_of(*it->second, weights);
   });
   const bool others_waiting = std::any_of(waiting_.begin(), waiting_.end(), [&](const auto& entry) {
@@ -72,19 +77,20 @@ Admission NodeBudget::admit(const ClientChannel& client, std::uint32_t wanted) {
   return {static_cast<std::uint32_t>(fit), shm::BackpressureReason::kNodeBudget};
 }
 
-void NodeBudget::relieve(const ClientChannel& requester, std::uint64_t missing_bytes, std::uint64_t weights) {
+void NodeBudget::relieve(const BudgetMember& requester, std::uint64_t missing_bytes, std::uint64_t weights) {
   if (!rule_.demote && !rule_.evict) return;
-  // How much each victim may give back: what it holds above its share (all the requester needs
-  // when the requester itself is the one over its share).
+  // The part of the missing rows within the requester's share comes from the clients over theirs
+  // (each giving at most what it holds above its share); the part beyond its share, from itself.
+  const std::uint64_t held = requester.ddr_bytes_used();
+  const std::uint64_t own_share = share_of(requester, weights);
+  std::uint64_t from_others = std::min(missing_bytes, held < own_share ? own_share - held : 0);
+  const std::uint64_t from_self = missing_bytes - from_others;
   std::map<std::uint32_t, std::uint64_t> give;
-  const bool requester_over = requester.ddr_bytes_used() >= share_of(requester, weights);
-  for (const auto& [id, channel] : channels_) {
+  for (const auto& [id, channel] : members_) {
     if (!channel->has_pool() || channel->relief_pending()) continue;
-    const bool is_requester = channel.get() == &requester;
-    if (requester_over != is_requester) continue;
     const std::uint64_t used = channel->ddr_bytes_used();
     const std::uint64_t share = share_of(*channel, weights);
-    const std::uint64_t excess = is_requester ? missing_bytes : (used > share ? used - share : 0);
+    const std::uint64_t excess = channel == &requester ? from_self : from_others == 0 ? 0 : used > share ? used - share : 0;
     if (excess >= channel->bytes_per_slot()) give[id] = excess;
   }
   if (give.empty()) return;
@@ -93,7 +99,7 @@ void NodeBudget::relieve(const ClientChannel& requester, std::uint64_t missing_b
   // can give under the rule (no more than it could give), then one ordering over all of them.
   std::vector<ReliefCandidate> candidates;
   for (const auto& [id, bytes] : give) {
-    const ClientChannel& victim = *channels_.at(id);
+    const BudgetMember& victim = *members_.at(id);
     victim.lowest_t1(static_cast<std::size_t>(std::min(bytes, missing_bytes) / victim.bytes_per_slot() + 1),
                      candidates);
   }
@@ -103,16 +109,19 @@ void NodeBudget::relieve(const ClientChannel& requester, std::uint64_t missing_b
   std::map<std::uint32_t, std::vector<ReliefCandidate>> chosen;
   for (const ReliefCandidate& c : candidates) {
     if (missing_bytes == 0) break;
-    const std::uint64_t per_row = channels_.at(c.client_id)->bytes_per_slot();
+    const std::uint64_t per_row = members_.at(c.client_id)->bytes_per_slot();
     std::uint64_t& left = give[c.client_id];
-    if (left < per_row) continue;
+    const bool other = c.client_id != requester.client_id();
+    if (left < per_row || (other && from_others < per_row)) continue;
     left -= per_row;
+    if (other) from_others -= per_row;
     missing_bytes -= std::min(missing_bytes, per_row);
     chosen[c.client_id].push_back(c);
   }
   for (auto& [id, tokens] : chosen) {
-    channels_.at(id)->request_relief(std::move(tokens));
-    kick_(id);
+    members_.at(id)->request_relief(std::move(tokens));
+    // The requester is inside its own turn: it sends its relief on its next free one.
+    if (id != requester.client_id()) kick_(id);
   }
 }
 

@@ -195,6 +195,10 @@ bool PlanConsumer::fail(std::uint64_t epoch) noexcept {
   return claim_wake(header_->producer.producer_waiting);
 }
 
+bool PlanConsumer::producer_idle() const noexcept {
+  return header_->producer.producer_waiting.load(std::memory_order_seq_cst) != 0;
+}
+
 PlanConsumer::Backpressure PlanConsumer::backpressure() const noexcept {
   return {header_->producer.backpressure_tokens.load(std::memory_order_relaxed),
           header_->producer.backpressure_reason.load(std::memory_order_relaxed)};

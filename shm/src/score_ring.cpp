@@ -122,6 +122,12 @@ void ScoreConsumer::cancel_sleep() noexcept {
   header_->consumer.consumer_waiting.store(0, std::memory_order_relaxed);
 }
 
+bool ScoreProducer::consumer_idle() const noexcept {
+  // Acquire (seq_cst) pairs with announce_sleep's store: what the daemon did before it (plans
+  // published from these records) is visible after a true.
+  return header_->consumer.consumer_waiting.load(std::memory_order_seq_cst) != 0;
+}
+
 std::uint64_t ScoreConsumer::dropped() const noexcept {
   return header_->producer.dropped.load(std::memory_order_relaxed);
 }

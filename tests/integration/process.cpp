@@ -140,4 +140,13 @@ CommandResult DaemonUnderTest::ctl(const std::vector<std::string>& args) const {
   return run_command(argv);
 }
 
+std::string read_log(const std::filesystem::path& log) {
+  std::ifstream in(log);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool wait_for_line(const std::filesystem::path& log, const std::string& line, std::chrono::milliseconds limit) {
+  return eventually([&] { return read_log(log).find(line + "\n") != std::string::npos; }, limit);
+}
+
 }  // namespace kvtier::testing

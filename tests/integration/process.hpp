@@ -65,6 +65,15 @@ bool eventually(Fn&& condition, std::chrono::milliseconds timeout = std::chrono:
   return condition();
 }
 
+// What a child wrote to its log so far.
+std::string read_log(const std::filesystem::path& log);
+
+// Waits until a kvtier-workload writing to `log` printed `line` (e.g. "paused step=32" with
+// --pause-every, "holding name=N" with --hold). The bound is generous: it only ends a test whose
+// workload is stuck, it decides nothing.
+bool wait_for_line(const std::filesystem::path& log, const std::string& line,
+                   std::chrono::milliseconds limit = std::chrono::seconds(120));
+
 // A real kvtierd for one test: unique runtime dir under /tmp and unique shm prefix.
 class DaemonUnderTest {
  public:

@@ -109,28 +109,31 @@ TEST(Tiering, EvictionChangesOutputsMoreAsRGrows) {
 
 TEST(Tiering, StatusShowsTierCountsPerSequenceChangingOverTime) {
   DaemonUnderTest daemon(test_name());
+  const auto log = daemon.dir() / "slow.log";
   ChildProcess client = ChildProcess::spawn(
       {KVTIER_TEST_WORKLOAD, "--socket", daemon.socket().string(), "--name", "slow", "--sequences", "1", "--prompt",
-       "32", "--steps", "300", "--interval", "16", "--window", "16", "--beta", "0.3", "--evict", "0.1", "--step-us",
-       "3000", "--hold"},
-      daemon.dir() / "slow.log");
+       "32", "--steps", "300", "--interval", "16", "--window", "16", "--beta", "0.3", "--evict", "0.1",
+       "--pause-every", "48", "--hold"},
+      log);
   auto field = [&](const std::string& json, const std::string& name) -> long {
     const auto at = json.find("\"" + name + "\":");
     return at == std::string::npos ? -1 : std::stol(json.substr(at + name.size() + 3));
   };
+  // The workload pauses after every 48th step with that step's decision resolved: the status
+  // there is the same on every run. The sequence's tokens spread over T0, T1 and T3 as decisions
+  // land, and T0 changes from pause to pause.
   std::set<long> t0_seen;
-  // The sequence shows up, then its tokens spread over T0, T1 and T3 as decisions land.
-  EXPECT_TRUE(eventually(
-      [&] {
-        const std::string json = daemon.ctl({"status", "--json"}).out;
-        if (field(json, "t0") >= 0) t0_seen.insert(field(json, "t0"));
-        return field(json, "t1") > 0 && field(json, "t3") > 0;
-      },
-      std::chrono::seconds(20)));
-  EXPECT_TRUE(eventually([&] {
-    t0_seen.insert(field(daemon.ctl({"status", "--json"}).out, "t0"));
-    return t0_seen.size() >= 3;
-  }));
+  bool spread = false;
+  for (unsigned step = 48; step < 300; step += 48) {
+    ASSERT_TRUE(wait_for_line(log, "paused step=" + std::to_string(step))) << read_log(log);
+    const std::string json = daemon.ctl({"status", "--json"}).out;
+    t0_seen.insert(field(json, "t0"));
+    spread = spread || (field(json, "t1") > 0 && field(json, "t3") > 0);
+    client.signal(SIGUSR1);
+  }
+  ASSERT_TRUE(wait_for_line(log, "holding name=slow")) << read_log(log);
+  EXPECT_TRUE(spread);
+  EXPECT_GE(t0_seen.size(), 3u);
   const std::string json = daemon.ctl({"status", "--json"}).out;
   EXPECT_GT(field(json, "pool_slots_used"), 0);
   EXPECT_THAT(json, HasSubstr("\"evict_ratio\":0.1"));

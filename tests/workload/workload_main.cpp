@@ -14,6 +14,14 @@
 // the GPU, into the device staging buffer or (T2 -> T0) the device cache.
 // --probe checks the backend and exits (0 usable, 4 not) without a daemon.
 //
+// Lockstep by default: after every step end and every acknowledgement the workload waits until
+// kvtierd has consumed what it published (kvtier_client_sync), so one client's plans arrive at
+// the same steps on every run and a test may assert what they did. --free-running skips the
+// waits (plans then land whenever the daemon gets to them). With --hold it prints
+// `holding name=N` once its last step and acknowledgement are resolved, then waits for SIGTERM.
+// --pause-every N prints `paused step=S` after every Nth step and waits for SIGUSR1, so a test
+// can look at the daemon at known steps.
+//
 // Prints one `summary key=value ...` line. Exit: 0 ok, 1 failed, 2 usage, 3 daemon unreachable,
 // 4 --backend cuda without a usable CUDA device or CUDA build ("no CUDA device: ..."),
 // 5 --expect-exact and an output differed from the full cache, 6 the KV audit found a violation
@@ -35,6 +43,7 @@
 namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
+volatile std::sig_atomic_t g_resumed = 0;  // SIGUSR1s received (--pause-every)
 
 struct Options {
   std::string socket;
@@ -45,7 +54,8 @@ struct Options {
   unsigned int8_pool_tokens = 0;  // int8 (T2) pool rows to ask for; 0 = no T2
   unsigned weight = 0;            // share of the node DDR budget; 0 = the daemon's default
   unsigned audit_every = 1;       // audit the KV every Nth step; 0 = never
-  bool hold = false, shadow = true, expect_exact = false, probe = false;
+  unsigned pause_every = 0;       // after every Nth step: print `paused step=S`, wait for SIGUSR1
+  bool hold = false, shadow = true, expect_exact = false, probe = false, free_running = false;
   kvtier_backend backend = KVTIER_BACKEND_CPU;
   kvtier_sequence_options tiering{};
   kvtier_staging_order order = KVTIER_STAGE_POSITION_ORDER;
@@ -65,6 +75,7 @@ bool parse(int argc, char** argv, Options& o) {
     if (arg == "--no-shadow") { o.shadow = false; continue; }
     if (arg == "--expect-exact") { o.expect_exact = true; continue; }
     if (arg == "--probe") { o.probe = true; continue; }
+    if (arg == "--free-running") { o.free_running = true; continue; }
     if (i + 1 >= argc) return false;
     const char* v = argv[++i];
     const auto u = [v] { return static_cast<unsigned>(std::strtoul(v, nullptr, 10)); };
@@ -79,6 +90,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg == "--int8-pool-tokens") o.int8_pool_tokens = u();
     else if (arg == "--weight") o.weight = u();
     else if (arg == "--audit-every") o.audit_every = u();
+    else if (arg == "--pause-every") o.pause_every = u();
     else if (arg == "--backend") {
       if (std::strcmp(v, "cpu") != 0 && std::strcmp(v, "cuda") != 0) return false;
       o.backend = std::strcmp(v, "cuda") == 0 ? KVTIER_BACKEND_CUDA : KVTIER_BACKEND_CPU;
@@ -121,9 +133,10 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fputs("usage: kvtier-workload [--socket PATH] [--name N] [--sequences K] [--prompt P] [--steps S]\n"
-               "  [--step-us U] [--hold] [--no-shadow] [--expect-exact] [--order position|compact]\n"
+               "  [--step-us U] [--hold] [--free-running] [--no-shadow] [--expect-exact] [--order position|compact]\n"
                "  [--backend cpu|cuda] [--probe]\n"
                "  [--fail-every N] [--pool-tokens N] [--int8-pool-tokens N] [--weight W] [--audit-every N]\n"
+               "  [--pause-every N]\n"
                "  [--beta B] [--evict R] [--mode cumulative|paper-algorithm|paper-prototype]\n"
                "  [--interval D] [--window W] [--sinks K] [--int8-ratio R] [--int8-tokens N]\n"
                "  [--policy paper|h2o|streaming_llm|random|vase|r_kv]\n",
@@ -133,6 +146,7 @@ int main(int argc, char** argv) {
   if (const auto stop = kvtier::workload::check_backend("kvtier-workload", o.backend, o.probe)) return *stop;
   std::signal(SIGTERM, [](int) { g_stop = 1; });
   std::signal(SIGINT, [](int) { g_stop = 1; });
+  std::signal(SIGUSR1, [](int) { g_resumed = g_resumed + 1; });
 
   kvtier::toy::ToyConfig config;
   config.num_layers = 4;
@@ -179,6 +193,13 @@ int main(int argc, char** argv) {
     return nullptr;
   };
 
+  // Lockstep (the default): sync after every step end and every acknowledgement, so the daemon
+  // has decided from exactly what this process published before the next poll, and a plan shows
+  // up at the same step on every run however loaded the machine is (kvtier_client_sync).
+  auto settle = [&]() -> kvtier_status {
+    return o.free_running ? KVTIER_OK : client.sync(std::chrono::seconds(60));
+  };
+  if ((st = settle()) != KVTIER_OK) return fail(client, "sync", st);
   unsigned plans_seen = 0, plans_rejected = 0;
   for (unsigned step = 0; step < o.steps && g_stop == 0; ++step) {
     kvtier_plan plan{};
@@ -187,17 +208,33 @@ int main(int argc, char** argv) {
         // Report the plan as not applied: the daemon must keep the old placement.
         if ((st = client.ack_plan(plan.epoch, false)) != KVTIER_OK) return fail(client, "ack", st);
         ++plans_rejected;
-        continue;
+      } else {
+        auto* engine = engine_of(plan.sequence);
+        if (engine == nullptr) return fail(client, "plan for an unknown sequence", KVTIER_E_PROTOCOL);
+        if ((st = engine->apply(plan)) != KVTIER_OK) return fail(client, "apply", st);
       }
-      auto* engine = engine_of(plan.sequence);
-      if (engine == nullptr) return fail(client, "plan for an unknown sequence", KVTIER_E_PROTOCOL);
-      if ((st = engine->apply(plan)) != KVTIER_OK) return fail(client, "apply", st);
+      if ((st = settle()) != KVTIER_OK) return fail(client, "sync", st);
     }
     if (st != KVTIER_E_TIMEOUT) return fail(client, "poll", st);
     for (auto& engine : engines) {
       if ((st = engine->step()) != KVTIER_OK) return fail(client, "step", st);
     }
+    if ((st = settle()) != KVTIER_OK) return fail(client, "sync", st);
     if (o.step_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(o.step_us));
+    if (o.pause_every != 0 && (step + 1) % o.pause_every == 0 && step + 1 < o.steps) {
+      // A test looks at the daemon now: this step and its decision are resolved (lockstep).
+      const std::sig_atomic_t resumed = g_resumed;
+      std::printf("paused step=%u\n", step + 1);
+      std::fflush(stdout);
+      while (g_resumed == resumed && g_stop == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  if (o.hold) {
+    // Every acknowledgement above has been resolved by the daemon (sync), so from here its
+    // counters for this client match this process's: plans sent from now on are never applied.
+    if ((st = client.sync(std::chrono::seconds(60))) != KVTIER_OK) return fail(client, "sync", st);
+    std::printf("holding name=%s\n", o.name.c_str());
+    std::fflush(stdout);
   }
   while (o.hold && g_stop == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 

@@ -385,6 +385,11 @@ typedef struct kvtier_adopted {
   uint32_t prompt_length;
   uint32_t positions;     /* positions the sequence has seen: the next token's position */
   uint32_t exporter_pid;
+  /* Since protocol 1.3 (a 1.2 kvtierd sends neither: PAPER and 16). The sequence keeps the
+   * exporter's tier parameters: its policy says which features it takes (kvtier_features_push)
+   * and key digests (R_KV) keep the exporter's width, which the library uses for this sequence. */
+  kvtier_policy policy;
+  uint32_t key_digest_dim;
 } kvtier_adopted;
 
 /* Adopts an exported sequence. The adopter must run as the exporter's user or root

@@ -90,6 +90,9 @@ class Client {
   kvtier_status ack_plan(std::uint64_t epoch, bool applied) {
     return kvtier_plan_ack(handle_.get(), epoch, applied ? 1 : 0);
   }
+  kvtier_status sync(std::chrono::milliseconds timeout) {
+    return kvtier_client_sync(handle_.get(), static_cast<int>(timeout.count()));
+  }
 
   kvtier_status execute_plan(const kvtier_plan& plan, std::span<const std::uint32_t> hbm_slots) {
     return kvtier_plan_execute(handle_.get(), &plan, hbm_slots.data());

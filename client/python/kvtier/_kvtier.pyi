@@ -545,6 +545,11 @@ class Client:
         Acknowledges a polled plan: applied=True after execute_plan succeeded (the daemon frees the source slots), False when it was not applied (the daemon rolls back). Epochs are acknowledged in order.
         """
 
+    def sync(self, timeout_ms: int = 10000) -> bool:
+        """
+        Waits up to timeout_ms (0: look once, < 0: forever) until kvtierd has consumed every score and step end and resolved every acknowledgement this client published; every plan decided from them is then on the ring, so poll_plan(0) returns it. False on timeout. Syncing after each step end makes the step at which a decision takes effect the same on every run.
+        """
+
     def attach_cache(self, sequence: int, *, k_base: Sequence[int], v_base: Sequence[int], num_kv_heads: int, head_dim: int, dtype: DType, num_slots: int, block_size: int, token_stride: int, head_stride: int, block_stride: int = 0, backend: Backend = Backend.CPU) -> None:
         """
         Binds a sequence to the engine's KV cache (kvtier_kv_layout). k_base/v_base: one address per layer (e.g. tensor.data_ptr()); strides in bytes. Slot s of layer l, head h starts at k_base[l] + (s // block_size) * block_stride + (s % block_size) * token_stride + h * head_stride, so HF [heads, slots, dim] tensors use block_size = num_slots. The memory must outlive the sequence.

@@ -132,9 +132,11 @@ class TieredCache(Cache):
             ``max_length``), and closes that client in :meth:`close`.
         hbm_ratio, evict_ratio, sink_tokens, window_tokens, interval, mode, hysteresis: the
             sequence's tier parameters (``Client.open_sequence``).
-        plan_wait_ms: after a step that ends a decision interval, wait this long for the plan
-            before the next forward (0: apply plans whenever they arrive, like an engine that
-            never stalls; > 0 makes the step at which a decision takes effect deterministic).
+        plan_wait_ms: after a step that ends a decision interval, sync with kvtierd
+            (``Client.sync``, at most this long) before the next forward, so the plan decided
+            there takes effect at the same step on every run; no wait beyond the daemon's own
+            work, plan or no plan (0: apply plans whenever they arrive, like an engine that
+            never stalls).
         staging_order: ``POSITION_ORDER`` keeps outputs bit-identical to the default cache.
     """
 
@@ -228,14 +230,14 @@ class TieredCache(Cache):
     # ---- the step --------------------------------------------------------------------------
 
     def _before_forward(self) -> None:
-        """Executes and acknowledges the plans that arrived (waiting plan_wait_ms after a step
-        that ended a decision interval)."""
+        """Executes and acknowledges the plans that arrived (after a step that ended a decision
+        interval, once kvtierd has decided: plan_wait_ms)."""
         if self.sequence is None:
             return
-        timeout = self.plan_wait_ms if self._await_plan else 0
+        if self._await_plan and self.plan_wait_ms > 0 and not self.client.sync(self.plan_wait_ms):
+            raise TimeoutError(f"kvtierd did not decide within plan_wait_ms={self.plan_wait_ms}")
         self._await_plan = False
-        while (plan := self.client.poll_plan(timeout)) is not None:
-            timeout = 0
+        while (plan := self.client.poll_plan(0)) is not None:
             if plan.sequence != self.sequence:
                 self.client.ack_plan(plan.epoch, applied=False)  # not ours: the daemon rolls it back
                 continue

@@ -151,6 +151,11 @@ void bind_engine(nb::class_<ClientObject>& c) {
   c.def("ack_plan", &PyClient::ack_plan, "epoch"_a, "applied"_a = true, Release(),
         "Acknowledges a polled plan: applied=True after execute_plan succeeded (the daemon frees the source "
         "slots), False when it was not applied (the daemon rolls back). Epochs are acknowledged in order.");
+  c.def("sync", &PyClient::sync, "timeout_ms"_a = 10000, Release(),
+        "Waits up to timeout_ms (0: look once, < 0: forever) until kvtierd has consumed every score and step "
+        "end and resolved every acknowledgement this client published; every plan decided from them is then on "
+        "the ring, so poll_plan(0) returns it. False on timeout. Syncing after each step end makes the step at "
+        "which a decision takes effect the same on every run.");
 }
 
 void bind_cache(nb::class_<ClientObject>& c) {

@@ -152,6 +152,14 @@ void PyClient::ack_plan(std::uint64_t epoch, bool applied) {
   if (const auto st = kvtier_plan_ack(handle_locked("ack_plan"), epoch, applied ? 1 : 0); st != KVTIER_OK) fail(st);
 }
 
+bool PyClient::sync(int timeout_ms) {
+  std::lock_guard lock(mu_);
+  const auto st = kvtier_client_sync(handle_locked("sync"), timeout_ms);
+  if (st == KVTIER_E_TIMEOUT) return false;
+  if (st != KVTIER_OK) fail(st);
+  return true;
+}
+
 void PyClient::attach_cache(std::uint32_t sequence, const KvLayout& l) {
   std::lock_guard lock(mu_);
   kvtier_kv_layout layout;

@@ -122,6 +122,7 @@ class PyClient {
   // nullopt when no plan arrived within timeout_ms (0: poll, < 0: wait forever).
   std::optional<Plan> poll_plan(int timeout_ms);
   void ack_plan(std::uint64_t epoch, bool applied);
+  bool sync(int timeout_ms);
   void attach_cache(std::uint32_t sequence, const KvLayout& layout);
   void execute_plan(const Plan& plan, std::span<const std::uint32_t> hbm_slots);
   // (rows, bytes) that stage_layer needs now.

@@ -100,6 +100,9 @@ class PlanConsumer {
     std::uint32_t reason = 0;  // a BackpressureReason as written by the daemon (not validated)
   };
   Backpressure backpressure() const noexcept;
+  // True when the daemon announced sleep after resolving every ack and failure published so
+  // far (each ack or fail that finds the flag raised clears it).
+  bool producer_idle() const noexcept;
 
   std::uint64_t consumed() const noexcept { return read_; }
   std::uint32_t capacity() const noexcept { return capacity_; }

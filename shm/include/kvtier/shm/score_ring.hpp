@@ -56,6 +56,10 @@ class ScoreProducer {
   std::uint64_t dropped() const noexcept { return dropped_; }
   std::uint64_t published() const noexcept { return write_; }
   std::uint32_t capacity() const noexcept { return capacity_; }
+  // True when the daemon announced sleep after consuming every record published so far: it
+  // raises the flag only after draining, and each push that finds it raised clears it. With
+  // PlanConsumer::producer_idle this is the client's sync point (LAYOUT.md, "Sync").
+  bool consumer_idle() const noexcept;
 
  private:
   ScoreRingHeader* header_;
