@@ -7,10 +7,24 @@
 #include <tuple>
 #include <utility>
 
+#include "kvtier/shm/records.hpp"
+
 namespace kvtier::client {
 namespace {
 
-constexpr std::uint8_t kT0 = KVTIER_T0, kT1 = KVTIER_T1, kT2 = KVTIER_T2, kT3 = KVTIER_T3, kTPeer = KVTIER_TPEER;
+// The wire's tier codes (shm/records.hpp, the one definition). Plans reach this code as
+// kvtier_plan_move, whose fields Client::poll_plan copies off the plan ring unchanged, so the C
+// ABI's codes and no-slot sentinel must be the wire's; kvtier.h is plain C and cannot include
+// records.hpp, hence these checks.
+constexpr std::uint8_t kT0 = shm::kTierHbm, kT1 = shm::kTierDdr, kT2 = shm::kTierInt8, kT3 = shm::kTierDropped,
+                       kTPeer = shm::kTierPeer;
+static_assert(KVTIER_T0 == shm::kTierHbm && KVTIER_T1 == shm::kTierDdr && KVTIER_T2 == shm::kTierInt8 &&
+              KVTIER_T3 == shm::kTierDropped && KVTIER_TPEER == shm::kTierPeer);
+static_assert(KVTIER_NO_SLOT == shm::kNoSlot);
+static_assert(sizeof(kvtier_plan_move::from_tier) == sizeof(shm::PlanMove::from_tier) &&
+              sizeof(kvtier_plan_move::to_tier) == sizeof(shm::PlanMove::to_tier) &&
+              sizeof(kvtier_plan_move::src_slot) == sizeof(shm::PlanMove::src_slot) &&
+              sizeof(kvtier_plan_move::dst_slot) == sizeof(shm::PlanMove::dst_slot));
 
 Error move_error(const kvtier_plan_move& m, const std::string& why) {
   return Error{Errc::kProtocol, "plan move T" + std::to_string(m.from_tier) + "->T" + std::to_string(m.to_tier) +

@@ -166,15 +166,17 @@ KVTIER_VEC_INLINE bool head_range(const float* __restrict v, std::size_t dim, fl
   return held;
 }
 
-// The values of one row (src: heads·dim elements of dtype D) into its int8 row: per token and
-// head, the range, value_scale and value_min, then the codes. One call per row: the f32 copy
-// (x, heads·dim floats) makes the range pass a plain f32 one, not a conversion.
+// The values of one row (src: heads·dim elements of dtype D) into its int8 row (offsets from
+// `shape`): per token and head, the range, value_scale and value_min, then the codes. One call
+// per row: the f32 copy (x, heads·dim floats) makes the range pass a plain f32 one, not a
+// conversion.
 template <KvDtype D>
-KVTIER_HOT void quantize_values(const std::byte* __restrict src, std::size_t heads,
-                                std::size_t dim, float* __restrict x,
-                                std::byte* __restrict row) noexcept {
+KVTIER_HOT void quantize_values(const std::byte* __restrict src, const shm::Int8BlockShape& shape,
+                                float* __restrict x, std::byte* __restrict row) noexcept {
+  const std::size_t heads = shape.num_kv_heads, dim = shape.head_dim;
+  const std::size_t scale_at = shape.value_scale_offset(), min_at = shape.value_min_offset();
   for (std::size_t i = 0; i < heads * dim; ++i) x[i] = load<D>(src, i);
-  auto* const codes = reinterpret_cast<std::uint8_t*>(row + 8 * heads + heads * dim);
+  auto* const codes = reinterpret_cast<std::uint8_t*>(row + shape.value_codes_offset());
   for (std::size_t h = 0; h < heads; ++h) {
     const float* v = x + h * dim;
     float lo, hi;
@@ -182,8 +184,8 @@ KVTIER_HOT void quantize_values(const std::byte* __restrict src, std::size_t hea
     const float range = hi - lo;
     const float scale = range / kLevels;
     const float inv = range > 0.0f ? kLevels / range : 0.0f;
-    std::memcpy(row + h * sizeof(float), &scale, sizeof(float));
-    std::memcpy(row + (heads + h) * sizeof(float), &lo, sizeof(float));
+    std::memcpy(row + scale_at + h * sizeof(float), &scale, sizeof(float));
+    std::memcpy(row + min_at + h * sizeof(float), &lo, sizeof(float));
     std::uint8_t* out = codes + h * dim;
     if (held && is_finite(inv)) {
       for (std::size_t i = 0; i < dim; ++i) out[i] = encode_in_range(v[i], lo, inv);
@@ -248,11 +250,12 @@ template <KvDtype D>
 void quantize_block_as(const Int8Geometry& g, std::span<const std::byte* const> rows,
                        std::byte* block, const Scratch& s) {
   const std::size_t count = rows.size();
-  const std::size_t heads = g.num_kv_heads;
-  const std::size_t channels = g.channels();
-  const std::size_t row_stride = g.int8_row_bytes();
-  const std::size_t used = 8 * heads + 2 * channels;  // of each int8 row; the rest is padding
-  std::byte* const first_row = block + g.key_params_bytes();
+  const shm::Int8BlockShape shape = g.block_shape();
+  const std::size_t channels = shape.channels();
+  const std::size_t row_stride = shape.int8_row_bytes();
+  const std::size_t used = shape.row_used_bytes();  // of each int8 row; the rest is padding
+  const std::size_t key_codes_at = shape.key_codes_offset();
+  std::byte* const first_row = block + shape.row_offset(0);
   float* const lo = s.lo();
   float* const hi = s.hi();
   float* const scale = s.scale();
@@ -271,7 +274,7 @@ void quantize_block_as(const Int8Geometry& g, std::span<const std::byte* const> 
       widened = r + 1;
     }
     std::byte* row = first_row + r * row_stride;
-    quantize_values<D>(rows[r] + channels * dtype_bytes(D), heads, g.head_dim, s.x(), row);
+    quantize_values<D>(rows[r] + channels * dtype_bytes(D), shape, s.x(), row);
     std::memset(row + used, 0, row_stride - used);
   }
   for (; widened < count; ++widened) widen_ranges<D, 1>(rows.data() + widened, channels, lo, hi);
@@ -282,12 +285,12 @@ void quantize_block_as(const Int8Geometry& g, std::span<const std::byte* const> 
     scale[c] = range / kLevels;
     inv[c] = range > 0.0f ? kLevels / range : 0.0f;
   }
-  std::memcpy(block, scale, channels * sizeof(float));
-  std::memcpy(block + channels * sizeof(float), lo, channels * sizeof(float));
-  std::memset(block + 2 * channels * sizeof(float), 0, g.key_params_bytes() - 8 * channels);
+  std::memcpy(block + shape.key_scale_offset(), scale, channels * sizeof(float));
+  std::memcpy(block + shape.key_min_offset(), lo, channels * sizeof(float));
+  std::memset(block + shape.key_params_used_bytes(), 0, shape.key_params_bytes() - shape.key_params_used_bytes());
   const bool in_range = all_finite(inv, channels);
   for (std::size_t r = 0; r < count; ++r) {
-    auto* codes = reinterpret_cast<std::uint8_t*>(first_row + r * row_stride + 8 * heads);
+    auto* codes = reinterpret_cast<std::uint8_t*>(first_row + r * row_stride + key_codes_at);
     if (in_range) {
       encode_channels<D, true>(rows[r], lo, inv, codes, channels);
     } else {
@@ -300,25 +303,25 @@ template <KvDtype D>
 void dequantize_block_as(const Int8Geometry& g, const std::byte* block,
                          std::span<const std::uint32_t> which, std::span<std::byte* const> out,
                          const Scratch& s) {
-  const std::size_t heads = g.num_kv_heads;
-  const std::size_t dim = g.head_dim;
-  const std::size_t channels = g.channels();
+  const shm::Int8BlockShape shape = g.block_shape();
+  const std::size_t heads = shape.num_kv_heads;
+  const std::size_t dim = shape.head_dim;
+  const std::size_t channels = shape.channels();
   const std::size_t elem = dtype_bytes(D);
-  const std::size_t row_stride = g.int8_row_bytes();
   // The block may sit at any address: copy the f32 parameters out instead of aliasing them.
   float* const key_scale = s.scale();
   float* const key_min = s.lo();
   float* const v_scale = s.hi();  // heads <= channels floats each
   float* const v_min = s.inv();
-  std::memcpy(key_scale, block, channels * sizeof(float));
-  std::memcpy(key_min, block + channels * sizeof(float), channels * sizeof(float));
+  std::memcpy(key_scale, block + shape.key_scale_offset(), channels * sizeof(float));
+  std::memcpy(key_min, block + shape.key_min_offset(), channels * sizeof(float));
   const bool keys_finite = all_finite(key_scale, channels) && all_finite(key_min, channels);
   for (std::size_t i = 0; i < which.size(); ++i) {
-    const std::byte* row = block + g.key_params_bytes() + which[i] * row_stride;
-    std::memcpy(v_scale, row, heads * sizeof(float));
-    std::memcpy(v_min, row + heads * sizeof(float), heads * sizeof(float));
-    const auto* k_codes = reinterpret_cast<const std::uint8_t*>(row + 8 * heads);
-    const std::uint8_t* v_codes = k_codes + channels;
+    const std::byte* row = block + shape.row_offset(which[i]);
+    std::memcpy(v_scale, row + shape.value_scale_offset(), heads * sizeof(float));
+    std::memcpy(v_min, row + shape.value_min_offset(), heads * sizeof(float));
+    const auto* k_codes = reinterpret_cast<const std::uint8_t*>(row + shape.key_codes_offset());
+    const auto* v_codes = reinterpret_cast<const std::uint8_t*>(row + shape.value_codes_offset());
     if (keys_finite) {
       decode_channels<D, true>(k_codes, key_min, key_scale, out[i], channels);
     } else {

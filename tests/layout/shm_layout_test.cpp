@@ -4,9 +4,9 @@
 
 #include <cstddef>
 #include <cstring>
+#include <string>
 #include <tuple>
 
-#include "kvtier/kernels/quantize.hpp"
 #include "kvtier/shm/layout.hpp"
 
 namespace kvtier::shm {
@@ -97,6 +97,29 @@ TEST(ShmLayout, PlanRingHeaderPutsEachSideOnItsOwnCacheLine) {
   KVTIER_EXPECT_OFFSET(PlanRingConsumerLine, reserved, 28);
 }
 
+TEST(ShmLayout, ScoreKindValuesArePinned) {
+  EXPECT_EQ(static_cast<std::uint16_t>(ScoreKind::kAttention), 0u);
+  EXPECT_EQ(static_cast<std::uint16_t>(ScoreKind::kStepEnd), 1u);
+  EXPECT_EQ(static_cast<std::uint16_t>(ScoreKind::kValueRange), 2u);
+  EXPECT_EQ(static_cast<std::uint16_t>(ScoreKind::kKeyDigest), 3u);
+  EXPECT_EQ(kScoreKindCount, 4u);
+  EXPECT_EQ(sizeof(ScoreKind), sizeof(ScoreRecord::kind));
+}
+
+TEST(ShmLayout, TierCodesArePinned) {
+  EXPECT_EQ(kTierHbm, 0u);
+  EXPECT_EQ(kTierDdr, 1u);
+  EXPECT_EQ(kTierInt8, 2u);
+  EXPECT_EQ(kTierDropped, 3u);
+  EXPECT_EQ(kTierPeer, 4u);
+  EXPECT_EQ(sizeof(kTierHbm), sizeof(PlanMove::from_tier));
+}
+
+TEST(ShmLayout, NoSlotSentinelIsPinned) {
+  EXPECT_EQ(kNoSlot, 0xFFFFFFFFu);
+  EXPECT_EQ(sizeof(kNoSlot), sizeof(PlanMove::src_slot));
+}
+
 TEST(ShmLayout, ScoreRecord) {
   EXPECT_EQ(kScoresPerRecord, 60u);
   EXPECT_EQ(sizeof(ScoreRecord), 256u);
@@ -118,7 +141,6 @@ TEST(ShmLayout, PlanMove) {
   KVTIER_EXPECT_OFFSET(PlanMove, reserved, 6);
   KVTIER_EXPECT_OFFSET(PlanMove, src_slot, 8);
   KVTIER_EXPECT_OFFSET(PlanMove, dst_slot, 12);
-  EXPECT_EQ(kNoSlot, 0xFFFFFFFFu);
 }
 
 TEST(ShmLayout, PlanRecord) {
@@ -148,6 +170,22 @@ TEST(ShmLayout, PoolGeometryAndBlock) {
   KVTIER_EXPECT_OFFSET(PoolBlock, rows_offset, 24);
   KVTIER_EXPECT_OFFSET(PoolBlock, rows_bytes, 32);
   EXPECT_EQ(kPoolRowsOffset, 4096u);
+}
+
+TEST(ShmLayout, Int8PoolGeometryAndBlock) {
+  EXPECT_EQ(sizeof(Int8PoolGeometry), 20u);
+  EXPECT_EQ(alignof(Int8PoolGeometry), 4u);
+  KVTIER_EXPECT_OFFSET(Int8PoolGeometry, num_layers, 0);
+  KVTIER_EXPECT_OFFSET(Int8PoolGeometry, num_kv_heads, 4);
+  KVTIER_EXPECT_OFFSET(Int8PoolGeometry, head_dim, 8);
+  KVTIER_EXPECT_OFFSET(Int8PoolGeometry, group_tokens, 12);
+  KVTIER_EXPECT_OFFSET(Int8PoolGeometry, blocks, 16);
+  EXPECT_EQ(sizeof(Int8PoolBlock), 64u);
+  EXPECT_EQ(alignof(Int8PoolBlock), 64u);
+  KVTIER_EXPECT_OFFSET(Int8PoolBlock, geometry, 0);
+  KVTIER_EXPECT_OFFSET(Int8PoolBlock, reserved, 20);
+  KVTIER_EXPECT_OFFSET(Int8PoolBlock, rows_offset, 24);
+  KVTIER_EXPECT_OFFSET(Int8PoolBlock, rows_bytes, 32);
 }
 
 TEST(ShmLayout, RingSizesFollowCapacity) {

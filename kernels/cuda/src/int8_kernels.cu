@@ -17,27 +17,37 @@ constexpr std::uint32_t kThreads = 256;
 constexpr std::uint32_t kMaxGrid = 65535;
 constexpr float kLevels = 255.0f;
 
+// Sizes and offsets of shm::Int8BlockShape (kvtier/shm/int8_block.hpp), copied to the device.
+// key_min and value_min are indexed as floats after key_scale and value_scale (offsets 4 H D and
+// 4 H there).
 struct BlockShape {
   std::uint32_t heads, dim, channels, group;
-  std::uint64_t count;           // rows
-  std::uint64_t elem;            // dtype bytes
-  std::uint64_t key_params;      // P
-  std::uint64_t int8_row;        // bytes of one int8 row
-  std::uint64_t block;           // bytes of one block
-  std::uint64_t used_row_bytes;  // 8 H + 2 H D: the row's bytes before its padding
+  std::uint64_t count;             // rows
+  std::uint64_t elem;              // dtype bytes
+  std::uint64_t key_params;        // P
+  std::uint64_t key_params_used;   // 8 H D: P's bytes before its padding
+  std::uint64_t int8_row;          // bytes of one int8 row
+  std::uint64_t block;             // bytes of one block
+  std::uint64_t key_codes;         // 8 H: a row's key codes, from the row's start
+  std::uint64_t value_codes;       // 8 H + H D: its value codes
+  std::uint64_t used_row_bytes;    // 8 H + 2 H D: the row's bytes before its padding
 };
 
 BlockShape shape_of(const Int8Geometry& g, std::size_t count) {
+  const shm::Int8BlockShape b = g.block_shape();
   return BlockShape{g.num_kv_heads,
                     g.head_dim,
-                    static_cast<std::uint32_t>(g.channels()),
+                    static_cast<std::uint32_t>(b.channels()),
                     g.group_tokens,
                     count,
                     dtype_bytes(g.dtype),
-                    g.key_params_bytes(),
-                    g.int8_row_bytes(),
-                    g.block_bytes(),
-                    8 * std::uint64_t{g.num_kv_heads} + 2 * g.channels()};
+                    b.key_params_bytes(),
+                    b.key_params_used_bytes(),
+                    b.int8_row_bytes(),
+                    b.block_bytes(),
+                    b.key_codes_offset(),
+                    b.value_codes_offset(),
+                    b.row_used_bytes()};
 }
 
 __device__ __forceinline__ float load(const float* p) { return *p; }
@@ -85,12 +95,12 @@ __global__ void quantize_keys_kernel(const std::byte* rows, std::uint64_t row_by
     std::byte* block = blocks + b * s.block;
     reinterpret_cast<float*>(block)[c] = scale;
     reinterpret_cast<float*>(block)[s.channels + c] = lo;
-    std::byte* codes = block + s.key_params + 8 * std::uint64_t{s.heads} + c;
+    std::byte* codes = block + s.key_params + s.key_codes + c;
     for (std::uint64_t r = first; r < last; ++r) {
       codes[(r - first) * s.int8_row] = static_cast<std::byte>(encode(at(r), lo, inv));
     }
     if (c == 0) {
-      for (std::uint64_t p = 8 * std::uint64_t{s.channels}; p < s.key_params; ++p) {
+      for (std::uint64_t p = s.key_params_used; p < s.key_params; ++p) {
         block[p] = std::byte{0};
       }
     }
@@ -127,7 +137,7 @@ __global__ void quantize_values_kernel(const std::byte* rows, std::uint64_t row_
       reinterpret_cast<float*>(row)[h] = scale;
       reinterpret_cast<float*>(row)[s.heads + h] = lo;
     }
-    std::byte* codes = row + 8 * std::uint64_t{s.heads} + s.channels + h * s.dim;
+    std::byte* codes = row + s.value_codes + h * s.dim;
     for (std::uint32_t d = lane; d < s.dim; d += 32) {
       codes[d] = static_cast<std::byte>(encode(load(v + d), lo, inv));
     }
@@ -148,7 +158,7 @@ __device__ __forceinline__ void dequantize_channel(const std::byte* block, std::
   const std::byte* row = block + s.key_params + r * s.int8_row;
   const auto* params = reinterpret_cast<const float*>(block);
   const auto* row_params = reinterpret_cast<const float*>(row);
-  const auto* codes = reinterpret_cast<const std::uint8_t*>(row + 8 * std::uint64_t{s.heads});
+  const auto* codes = reinterpret_cast<const std::uint8_t*>(row + s.key_codes);
   const float key =
       __fadd_rn(params[s.channels + c], __fmul_rn(static_cast<float>(codes[c]), params[c]));
   const float value =

@@ -16,18 +16,10 @@
 //   |x̂ − x| <= scale / 2 + (f32 rounding) + (one half ulp of the dtype at x̂).
 // Non-finite inputs give unspecified (but defined) codes; the tier is meant for finite KV.
 //
-// Int8 block (one layer; H = num_kv_heads, D = head_dim, G = group_tokens; little-endian, every
-// f32 4-byte aligned when the block is; a block holds 1..G rows, rows beyond those are unused):
-//
-//   offset 0              key_scale   f32[H][D]   per channel, over the block's rows
-//   offset 4·H·D          key_min     f32[H][D]
-//   offset P              row 0 .. row G−1, int8_row_bytes each, P = round_up(8·H·D, 64):
-//       +0                value_scale f32[H]      per token and head
-//       +4·H              value_min   f32[H]
-//       +8·H              key codes   u8[H][D]
-//       +8·H + H·D        value codes u8[H][D]
-//       +8·H + 2·H·D      zero padding up to int8_row_bytes = round_up(8·H + 2·H·D, 16)
-//   block_bytes = P + G · int8_row_bytes
+// Int8 block: the format, its sizes and offsets are shm's (shm/include/kvtier/shm/int8_block.hpp,
+// shm::Int8BlockShape): the daemon places blocks in the int8 pool segment by that definition, so
+// the quantizer and the kernels take every size and offset from it too, never from arithmetic of
+// their own. Little-endian; a block holds 1..G rows, rows beyond those are unused.
 //
 // Example: H = 4, D = 128, G = 32 (R1-Distill-Qwen-7B): P = 4,096, row = 1,056, block = 37,888
 // bytes = 1,184 per token against 2,048 for the bf16 row (57.8%).
@@ -42,6 +34,7 @@
 
 #include "kvtier/kernels/kv_layout.hpp"
 #include "kvtier/protocol/error.hpp"
+#include "kvtier/shm/int8_block.hpp"
 
 namespace kvtier::kernels {
 
@@ -89,7 +82,7 @@ void from_f32(KvDtype dtype, const float* src, std::byte* dst, std::size_t n) no
 // ---- int8 blocks ----
 
 inline constexpr std::uint32_t kDefaultKeyGroup = 32;
-inline constexpr std::uint32_t kMaxKeyGroup = 1024;
+inline constexpr std::uint32_t kMaxKeyGroup = shm::kMaxInt8GroupTokens;
 
 struct Int8Geometry {
   std::uint32_t num_kv_heads = 0;
@@ -97,17 +90,15 @@ struct Int8Geometry {
   KvDtype dtype = KvDtype::kBf16;
   std::uint32_t group_tokens = kDefaultKeyGroup;
 
-  std::size_t channels() const noexcept { return std::size_t{num_kv_heads} * head_dim; }
+  // The block's format (shm's definition; the sizes below are its).
+  constexpr shm::Int8BlockShape block_shape() const noexcept { return {num_kv_heads, head_dim, group_tokens}; }
+  std::size_t channels() const noexcept { return block_shape().channels(); }
   // One native row (K then V): 2·H·D·dtype_bytes.
   std::size_t row_bytes() const noexcept { return 2 * channels() * dtype_bytes(dtype); }
-  // P: key_scale + key_min, padded to 64.
-  std::size_t key_params_bytes() const noexcept { return (8 * channels() + 63) / 64 * 64; }
-  std::size_t int8_row_bytes() const noexcept {
-    return (8 * std::size_t{num_kv_heads} + 2 * channels() + 15) / 16 * 16;
-  }
-  std::size_t block_bytes() const noexcept {
-    return key_params_bytes() + std::size_t{group_tokens} * int8_row_bytes();
-  }
+  // P, R and P + G·R of int8_block.hpp.
+  std::size_t key_params_bytes() const noexcept { return block_shape().key_params_bytes(); }
+  std::size_t int8_row_bytes() const noexcept { return block_shape().int8_row_bytes(); }
+  std::size_t block_bytes() const noexcept { return block_shape().block_bytes(); }
   // Bytes of the blocks holding `rows` rows packed G per block.
   std::size_t blocks_bytes(std::size_t rows) const noexcept {
     return (rows + group_tokens - 1) / group_tokens * block_bytes();

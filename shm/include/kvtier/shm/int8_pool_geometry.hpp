@@ -1,27 +1,23 @@
 // Geometry of a client's int8 (T2) pool: per layer, `blocks` blocks, each holding up to
-// `group_tokens` tokens quantized together (the block format is defined, and produced, by
-// kernels/include/kvtier/kernels/quantize.hpp; the arithmetic here must match it, which
-// tests/layout pins). Slot s is row s % G of block s / G, in every layer.
+// `group_tokens` tokens quantized together. The block format (sizes and offsets inside a block)
+// is int8_block.hpp, the one definition the quantizer also uses. Slot s is row s % G of block
+// s / G, in every layer.
 //
 //   rows_base
 //   v
 //   [layer 0: block 0 | block 1 | ... | block B-1][layer 1: block 0 | ...] ... [layer L-1: ...]
 //    <-block_bytes->                               ^ layer_stride = B * block_bytes
 //
-//   block: | key_scale f32[H][D] | key_min f32[H][D] | pad to 64 | row 0 | ... | row G-1 |
-//   row:   | value_scale f32[H] | value_min f32[H] | key codes u8[H][D] | value codes u8[H][D] | pad to 16 |
-//
-// H = num_kv_heads, D = head_dim, G = group_tokens. Thread-safety: plain value.
+// Thread-safety: plain value.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
 #include "kvtier/protocol/error.hpp"
+#include "kvtier/shm/int8_block.hpp"
 
 namespace kvtier::shm {
-
-inline constexpr std::uint32_t kMaxInt8GroupTokens = 1024;
 
 struct Int8PoolGeometry {
   std::uint32_t num_layers;
@@ -30,15 +26,8 @@ struct Int8PoolGeometry {
   std::uint32_t group_tokens;  // G: rows per block
   std::uint32_t blocks;        // per layer
 
-  constexpr std::uint64_t channels() const noexcept { return std::uint64_t{num_kv_heads} * head_dim; }
-  // key_scale + key_min, padded to 64 bytes.
-  constexpr std::uint64_t key_params_bytes() const noexcept { return (8 * channels() + 63) / 64 * 64; }
-  constexpr std::uint64_t int8_row_bytes() const noexcept {
-    return (8 * std::uint64_t{num_kv_heads} + 2 * channels() + 15) / 16 * 16;
-  }
-  constexpr std::uint64_t block_bytes() const noexcept {
-    return key_params_bytes() + std::uint64_t{group_tokens} * int8_row_bytes();
-  }
+  constexpr Int8BlockShape block_shape() const noexcept { return {num_kv_heads, head_dim, group_tokens}; }
+  constexpr std::uint64_t block_bytes() const noexcept { return block_shape().block_bytes(); }
   constexpr std::uint32_t slots() const noexcept { return blocks * group_tokens; }
   constexpr std::uint64_t layer_stride() const noexcept { return std::uint64_t{blocks} * block_bytes(); }
   constexpr std::uint64_t total_bytes() const noexcept { return layer_stride() * num_layers; }

@@ -33,7 +33,11 @@ struct ScoreRecord {
   float values[kScoresPerRecord];
 };
 
-// Tier numbers as they appear in PlanMove::from_tier / to_tier (DESIGN.md §1).
+// Tier numbers as they appear in PlanMove::from_tier / to_tier (DESIGN.md §1), and the no-slot
+// sentinel: the one definition. tier::Tier and tier::kNoSlot alias these; the C ABI's
+// KVTIER_T0..KVTIER_TPEER and KVTIER_NO_SLOT (kvtier.h, plain C) are static_asserted equal in
+// client/src/sequence_cache.cpp; tests/layout pins the numbers.
+// Values travel in shared memory: never renumber.
 inline constexpr std::uint8_t kTierHbm = 0;      // T0: the engine's own KV cache
 inline constexpr std::uint8_t kTierDdr = 1;      // T1: daemon DDR pool, native precision
 inline constexpr std::uint8_t kTierInt8 = 2;     // T2: daemon int8 pool

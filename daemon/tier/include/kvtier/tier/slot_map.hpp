@@ -10,9 +10,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "kvtier/shm/records.hpp"
+
 namespace kvtier::tier {
 
-inline constexpr std::uint32_t kNoSlot = 0xFFFFFFFFu;
+// The wire's no-slot sentinel (PlanMove::src_slot / dst_slot), so a map entry goes into a plan
+// as it is.
+using shm::kNoSlot;
 
 class SlotMap {
  public:

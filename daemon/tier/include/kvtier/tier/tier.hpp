@@ -5,16 +5,25 @@
 //   kT2  daemon int8 pool (lossy; filled from T1 only, never back to T1; see sequence_tiers.hpp)
 //   kT3  nowhere: destroyed, never comes back
 //
-// The numeric values travel in plans and are stored one byte per token: never renumber.
+// The numeric values travel in plans (PlanMove::from_tier / to_tier) and are stored one byte per
+// token: they are the wire's tier codes of shm/records.hpp, the one definition.
 // Thread-safety: plain values.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include "kvtier/shm/records.hpp"
+
 namespace kvtier::tier {
 
-enum class Tier : std::uint8_t { kT0 = 0, kT1 = 1, kT2 = 2, kT3 = 3 };
+enum class Tier : std::uint8_t {
+  kT0 = shm::kTierHbm,
+  kT1 = shm::kTierDdr,
+  kT2 = shm::kTierInt8,
+  kT3 = shm::kTierDropped,
+};
 
 inline constexpr std::size_t kTierCount = 4;
 
