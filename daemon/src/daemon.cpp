@@ -13,6 +13,7 @@
 #include "listener.hpp"
 #include "server.hpp"
 #include "supervisor.hpp"
+#include "tier_params.hpp"
 
 namespace kvtier::daemon {
 namespace {
@@ -34,6 +35,11 @@ void feed_watchdog(asio::steady_timer& timer, Supervisor& supervisor, std::chron
 }  // namespace
 
 Status run_daemon(const config::DaemonConfig& config, spdlog::logger& log) {
+  // Sequences that take the configured defaults would each be refused: refuse the config now.
+  if (auto defaults = tier_defaults(config.tiering, 0); !defaults) {
+    log.error("event=bad_config {}", to_string(defaults.error()));
+    return tl::unexpected(defaults.error());
+  }
   asio::io_context io;
   Supervisor supervisor;
   const std::uint64_t epoch = new_epoch();

@@ -1,9 +1,21 @@
 #include "tier_params.hpp"
 
+#include <string>
+
 #include "kvtier/tier/policy_kind.hpp"
 
 namespace kvtier::daemon {
 namespace {
+
+// The wire's Policy enumerants index kAllPolicies (tier_params_from_wire, to_wire).
+static_assert(tier::kAllPolicies.size() == 6 && static_cast<std::size_t>(wire::Policy::R_KV) == 5);
+static_assert(tier::kAllPolicies[static_cast<std::size_t>(wire::Policy::PAPER)] == tier::PolicyKind::kPaper);
+static_assert(tier::kAllPolicies[static_cast<std::size_t>(wire::Policy::H2O)] == tier::PolicyKind::kH2o);
+static_assert(tier::kAllPolicies[static_cast<std::size_t>(wire::Policy::STREAMING_LLM)] ==
+              tier::PolicyKind::kStreamingLlm);
+static_assert(tier::kAllPolicies[static_cast<std::size_t>(wire::Policy::RANDOM)] == tier::PolicyKind::kRandom);
+static_assert(tier::kAllPolicies[static_cast<std::size_t>(wire::Policy::VASE)] == tier::PolicyKind::kVase);
+static_assert(tier::kAllPolicies[static_cast<std::size_t>(wire::Policy::R_KV)] == tier::PolicyKind::kRKv);
 
 tier::EvictionMode from_config(config::EvictionMode mode) {
   switch (mode) {
@@ -16,10 +28,11 @@ tier::EvictionMode from_config(config::EvictionMode mode) {
 
 }  // namespace
 
-tier::TierParams tier_defaults(const config::TieringSection& tiering, std::uint64_t sequence_salt) {
+Result<tier::TierParams> tier_defaults(const config::TieringSection& tiering, std::uint64_t sequence_salt) {
   tier::TierParams params;
-  // The configuration refused unknown names already.
-  params.policy = tier::parse_policy(tiering.policy).value_or(tier::PolicyKind::kPaper);
+  const Result<tier::PolicyKind> policy = tier::parse_policy(tiering.policy);
+  if (!policy) return make_error(policy.error().code, "tiering.policy: " + policy.error().message);
+  params.policy = *policy;
   params.seed = tiering.seed ^ (sequence_salt * 0x9E3779B97F4A7C15ull);
   params.sink_tokens = tiering.sink_tokens;
   params.window_tokens = tiering.window_tokens;
@@ -53,7 +66,11 @@ Result<tier::TierParams> tier_params_from_wire(wire::TierParams::Reader wire, co
     default: return make_error(Errc::kInvalidArgument, "unknown eviction mode");
   }
   const auto policy = static_cast<std::size_t>(wire.getPolicy());
-  if (policy >= tier::kAllPolicies.size()) return make_error(Errc::kInvalidArgument, "unknown policy");
+  if (policy >= tier::kAllPolicies.size()) {
+    return make_error(Errc::kInvalidArgument, "tiering.policy: unknown policy " + std::to_string(policy) +
+                                                  " (expected 0.." + std::to_string(tier::kAllPolicies.size() - 1) +
+                                                  ", paper to r_kv)");
+  }
   params.policy = tier::kAllPolicies[policy];  // wire enumerants follow PolicyKind's order
   params.seed = wire.getSeed();
   switch (wire.getProtectPrompt()) {

@@ -9,11 +9,13 @@
 namespace kvtier::daemon {
 
 // The configured defaults; `sequence_salt` (client and sequence ids) gives each sequence its own
-// seed for the random and vase policies.
-tier::TierParams tier_defaults(const config::TieringSection& tiering, std::uint64_t sequence_salt);
+// seed for the random and vase policies. kInvalidArgument naming tiering.policy and its value
+// when the tier engine knows no policy of that name (config validation refuses such a name
+// first; this keeps a name the two lists disagree on from turning into another policy).
+Result<tier::TierParams> tier_defaults(const config::TieringSection& tiering, std::uint64_t sequence_salt);
 
 // The client's per-sequence parameters (or the defaults when it sent none), validated.
-// kInvalidArgument naming the bad field.
+// kInvalidArgument naming the bad field and its value.
 Result<tier::TierParams> tier_params_from_wire(wire::TierParams::Reader wire, const config::TieringSection& tiering,
                                                std::uint64_t sequence_salt);
 

@@ -73,12 +73,15 @@ std::string log_level_rule(std::string_view text) {
 }
 
 std::string policy_rule(std::string_view text) {
-  // The tier engine owns the policies; the names are repeated here so that the configuration
-  // stays independent of it (daemon/src/tier_params.cpp maps them, a test checks they agree).
-  for (std::string_view name : {"paper", "h2o", "streaming_llm", "random", "vase", "r_kv"}) {
+  // The tier engine owns the policies; policy_names() repeats their names so that the
+  // configuration stays independent of it (daemon/src/tier_params.cpp maps them;
+  // tests/unit/daemon/policy_names_test.cpp, PolicyNames.*, checks that both sides agree).
+  std::string names;
+  for (std::string_view name : policy_names()) {
     if (text == name) return {};
+    names += (names.empty() ? "" : ", ") + std::string(name);
   }
-  return "must be one of paper, h2o, streaming_llm, random, vase, r_kv";
+  return "must be one of " + names;
 }
 
 std::string pressure_rule(std::string_view text) {

@@ -25,6 +25,9 @@ constexpr std::array<std::pair<EvictionMode, std::string_view>, 3> kEvictionMode
     {EvictionMode::kPaperPrototype, "paper-prototype"},
 }};
 
+constexpr std::array<std::string_view, 6> kPolicyNames = {"paper", "h2o", "streaming_llm",
+                                                          "random", "vase", "r_kv"};
+
 // Mirrors fields.cpp: sun_path holds 108 bytes including the terminating NUL.
 constexpr std::size_t kMaxSocketPathBytes = 107;
 
@@ -57,6 +60,8 @@ std::optional<EvictionMode> parse_eviction_mode(std::string_view name) noexcept 
   }
   return std::nullopt;
 }
+
+std::span<const std::string_view> policy_names() noexcept { return kPolicyNames; }
 
 std::filesystem::path socket_path(const DaemonConfig& config) {
   if (!config.daemon.socket.empty()) return config.daemon.socket;

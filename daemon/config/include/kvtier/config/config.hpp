@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -40,6 +41,12 @@ std::string_view log_level_name(LogLevel level) noexcept;
 std::optional<LogLevel> parse_log_level(std::string_view name) noexcept;
 std::string_view eviction_mode_name(EvictionMode mode) noexcept;
 std::optional<EvictionMode> parse_eviction_mode(std::string_view name) noexcept;
+
+// The names tiering.policy accepts ("paper", "h2o", "streaming_llm", "random", "vase", "r_kv").
+// The tier engine owns the policies; the names are repeated here so that this module does not
+// depend on it. daemon/src/tier_params.cpp maps them (an unknown name is an error there too) and
+// tests/unit/daemon/policy_names_test.cpp checks that both sides know exactly the same names.
+std::span<const std::string_view> policy_names() noexcept;
 
 // [daemon]
 struct DaemonSection {
