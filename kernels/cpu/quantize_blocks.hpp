@@ -89,15 +89,15 @@ inline void store(std::byte* dst, std::size_t i, float x) noexcept {
 }
 
 // round((x − lo)·inv) clamped to 0..255, half up; NaN gives 0. Written as: v = max(v, 0) (also
-// NaN → 0), +0.5, truncate, then an unsigned min with 255, which catches both large values and
-// the 0x80000000 that the conversion gives for +inf or v >= 2^31 — the same code, for every
-// input, as clamping to [0, 255] in float first, but it vectorizes to max/cvt/min instead of
-// compare-and-blend chains.
+// NaN → 0), v = min(v, 255) (also +inf), +0.5, truncate. Clamping in float before the conversion
+// keeps it defined for every input (a float → int conversion out of range, +inf or v >= 2^31, is
+// undefined behaviour; tests/fuzz client_channel found a client's rows reaching it) and still
+// vectorizes to max/min/add/cvt.
 inline std::uint8_t encode(float x, float lo, float inv_scale) noexcept {
   float v = (x - lo) * inv_scale;
   v = v > 0.0f ? v : 0.0f;
-  const auto code = static_cast<std::uint32_t>(static_cast<std::int32_t>(v + 0.5f));
-  return static_cast<std::uint8_t>(code < 255u ? code : 255u);
+  v = v < 255.0f ? v : 255.0f;
+  return static_cast<std::uint8_t>(static_cast<std::int32_t>(v + 0.5f));
 }
 
 inline bool is_finite(float x) noexcept {
@@ -106,14 +106,15 @@ inline bool is_finite(float x) noexcept {
 
 // encode() of an x from the very values whose range [lo, hi] gave inv (or of a NaN among them),
 // when inv is finite. Then x − lo lies in [0, hi − lo] (rounding is monotone), v = (x − lo)·inv
-// in [0, 255·(1 + 2^-24)²], and v + 0.5 truncates into 0..255: the clamps never bite. A NaN v
-// converts to 0x80000000 (x86), whose low byte is 0, encode()'s code for NaN. Only inv = +inf
-// (a range below 255 / FLT_MAX) needs encode(). Vectorizes to sub/mul/add/cvt/narrow: GCC turns
-// the selects of encode() into byte-mask chains, twice the instructions.
+// in [0, 255·(1 + 2^-24)²], and v + 0.5 truncates into 0..255: the clamps never bite. Only a NaN
+// (a NaN element of the rows, which clients write) needs one: t = max(t, 0) turns it into 0,
+// encode()'s code for NaN, before the conversion, for which a NaN is undefined behaviour (tests/fuzz
+// client_channel). Only inv = +inf (a range below 255 / FLT_MAX) needs encode(). Vectorizes to
+// sub/mul/add/max/cvt/narrow: GCC turns the selects of encode() into byte-mask chains.
 inline std::uint8_t encode_in_range(float x, float lo, float inv_scale) noexcept {
   const float v = (x - lo) * inv_scale;
   const float t = v + 0.5f;
-  return static_cast<std::uint8_t>(static_cast<std::int32_t>(t));
+  return static_cast<std::uint8_t>(static_cast<std::int32_t>(t >= 0.0f ? t : 0.0f));
 }
 
 // Calls fn.template operator()<D>() for the geometry's dtype (validated: one of the three).

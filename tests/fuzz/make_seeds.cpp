@@ -219,6 +219,74 @@ void shm_seeds(const fs::path& root) {
   std::printf("shm_rings: %d seeds\n", corpus.count());
 }
 
+// --- client_channel -------------------------------------------------------------------------
+
+// The channel's setup: score ring 8, plan ring 4, 1 layer, 2 heads, head_dim 16, f16, 32 slots.
+SeedWriter channel_setup(std::uint8_t int8_blocks, std::uint8_t rule) {
+  SeedWriter w;
+  w.put<std::uint8_t>(3 | (2 << 2)).put<std::uint8_t>(0).put<std::uint8_t>(1).put<std::uint8_t>(1)
+      .put<std::uint8_t>(0).put<std::uint8_t>(31).put(int8_blocks).put(rule);
+  return w;
+}
+
+// OpenSequence: prompt 16, interval 1, sink 2, window 4, hbm 128/255, evict 30/255.
+void channel_open(SeedWriter& w, std::uint8_t policy, std::uint8_t int8_ratio) {
+  w.put<std::uint8_t>(0).put<std::uint8_t>(16).put(policy).put<std::uint8_t>(0).put<std::uint8_t>(0)
+      .put<std::uint8_t>(2).put<std::uint8_t>(4).put<std::uint8_t>(128).put<std::uint8_t>(30);
+  w.put<std::uint8_t>(1).put<std::uint8_t>(1);  // no absolute budgets
+  if (int8_ratio != 0) {
+    w.put<std::uint8_t>(1).put(int8_ratio);
+  } else {
+    w.put<std::uint8_t>(0);
+  }
+  w.put<std::uint8_t>(3);  // key digest dim 4
+}
+
+// One decode step of sequence index 0: `count` values of `kind` from position 0, a step end,
+// the doorbell, then the client acks whatever plan came.
+void channel_step(SeedWriter& w, std::uint8_t kind, std::uint8_t count, std::uint8_t salt) {
+  w.put<std::uint8_t>(2).put<std::uint8_t>(0).put(kind).put<std::uint16_t>(0).put<std::uint8_t>(0).put(count);
+  for (std::uint8_t i = 0; i < count; ++i) w.put(static_cast<std::uint8_t>((i * 29 + salt) % 200));
+  w.put<std::uint8_t>(0);
+  w.put<std::uint8_t>(2).put<std::uint8_t>(0).put<std::uint8_t>(1).put<std::uint16_t>(0).put<std::uint8_t>(0)
+      .put<std::uint8_t>(0).put<std::uint8_t>(0).put<std::uint8_t>(1);
+  w.put<std::uint8_t>(4).put<std::uint8_t>(1);
+}
+
+void channel_seeds(const fs::path& root) {
+  Corpus corpus(root, "client_channel");
+  {
+    SeedWriter w = channel_setup(0, 0);
+    channel_open(w, 0, 0);
+    for (std::uint8_t s = 0; s < 4; ++s) channel_step(w, 0, 24, s);
+    w.put<std::uint8_t>(8);
+    corpus.write("paper-steps", w.bytes());
+  }
+  {  // int8 pool, a node budget, garbage in the pool rows, then an export and a close
+    SeedWriter w = channel_setup(4, 4);
+    channel_open(w, 1, 128);
+    w.put<std::uint8_t>(6).put<std::uint32_t>(4096).put<std::uint8_t>(31);
+    for (int i = 0; i < 32; ++i) w.put<std::uint8_t>(0xff);
+    for (std::uint8_t s = 0; s < 4; ++s) channel_step(w, 0, 30, s);
+    w.put<std::uint8_t>(7).put<std::uint8_t>(0).put<std::uint8_t>(20).put<std::uint8_t>(1);
+    w.put<std::uint8_t>(8).put<std::uint8_t>(1).put<std::uint8_t>(0);
+    corpus.write("int8-budget-export", w.bytes());
+  }
+  {  // vase (value ranges) and r_kv (key digests)
+    SeedWriter w = channel_setup(0, 2);
+    channel_open(w, 4, 0);
+    channel_step(w, 2, 20, 1);
+    channel_step(w, 0, 20, 2);
+    channel_open(w, 5, 0);
+    w.put<std::uint8_t>(2).put<std::uint8_t>(1).put<std::uint8_t>(3).put<std::uint16_t>(0).put<std::uint8_t>(0)
+        .put<std::uint8_t>(16);
+    for (std::uint8_t i = 0; i < 16; ++i) w.put<std::uint8_t>(i);
+    w.put<std::uint8_t>(1);
+    corpus.write("vase-rkv", w.bytes());
+  }
+  std::printf("client_channel: %d seeds\n", corpus.count());
+}
+
 // --- config --------------------------------------------------------------------------------
 
 void config_seeds(const fs::path& root, const fs::path& source_dir) {
@@ -343,6 +411,7 @@ int main(int argc, char** argv) {
   const fs::path source = argc == 3 ? fs::path(argv[2]) : root / ".." / ".." / "..";
   frame_seeds(root);
   shm_seeds(root);
+  channel_seeds(root);
   config_seeds(root, source);
   handoff_seeds(root);
   layout_seeds(root);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -288,6 +289,27 @@ TEST(Int8Quantize, MatchesTheScalarDefinitionBitForBit) {
     ASSERT_TRUE(dequantize_rows(g, blocks, c.rows, back).has_value());
     EXPECT_EQ(back, to_rows(g, ReferenceInt8::restore(g, blocks, c.rows))) << dtype_name(g.dtype);
   }
+}
+
+// Clients write the T1 rows the daemon quantizes, NaN included. tests/fuzz (client_channel) found
+// the NaN reaching a float -> int conversion (undefined behaviour); it now gets code 0, as in the
+// scalar definition, in both the in-range and the tiny-range (inv = +inf) paths.
+TEST(Int8Quantize, NanElementsGetTheScalarDefinitionsCodes) {
+  const Int8Geometry g{2, 16, KvDtype::kF32, 4};
+  std::vector<float> x = heavy_tailed_rows(g, 7, 5);
+  for (std::size_t r = 0; r < 7; ++r) {
+    float* row = &x[r * 2 * g.channels()];
+    row[1] = 1e-39f * static_cast<float>(1 + r % 3);  // a tiny key range: inv = +inf
+    if (r % 4 != 0) {  // never a block's first row, so the ranges stay those of the finite values
+      row[0] = std::numeric_limits<float>::quiet_NaN();
+      row[1] = std::numeric_limits<float>::quiet_NaN();
+      row[g.channels() + 3] = std::numeric_limits<float>::quiet_NaN();  // a value, not its head's first
+    }
+  }
+  for (float& v : x) v = v == 0.0f ? 1.0f : v;
+  std::vector<std::byte> blocks(g.blocks_bytes(7));
+  ASSERT_TRUE(quantize_rows(g, to_rows(g, x), blocks).has_value());
+  EXPECT_EQ(blocks, ReferenceInt8::quantize(g, x));
 }
 
 // Half an ulp of the dtype at |v| (an upper bound), for the output rounding.
