@@ -4,6 +4,7 @@
 
 #include "json_writer.hpp"
 #include "kvtier/kvtier.hpp"
+#include "safe_text.hpp"
 
 namespace kvtier::cli {
 namespace {
@@ -70,8 +71,8 @@ int exit_code_for(kvtier_status status) {
 }
 
 int report(kvtier_status status, const Client& client) {
-  std::fprintf(stderr, "kvtierctl: %s: %s\n", kvtier_status_string(status),
-               client ? client.last_error().c_str() : kvtier_client_last_error(nullptr));
+  const std::string why = printable(client ? client.last_error() : std::string(kvtier_client_last_error(nullptr)));
+  std::fprintf(stderr, "kvtierctl: %s: %s\n", kvtier_status_string(status), why.c_str());
   return exit_code_for(status);
 }
 
@@ -82,7 +83,7 @@ void print_versions_text(const kvtier_versions& v, bool daemon_known) {
   if (daemon_known) {
     std::printf("daemon  protocol %u.%u  layout %u (fingerprint %016llx)  kvtierd %s\n", v.daemon_protocol_major,
                 v.daemon_protocol_minor, v.daemon_layout_version,
-                static_cast<unsigned long long>(v.daemon_layout_fingerprint), v.daemon_version);
+                static_cast<unsigned long long>(v.daemon_layout_fingerprint), printable(v.daemon_version).c_str());
   }
 }
 
@@ -198,7 +199,8 @@ void write_status_json(const kvtier_daemon_status& s) {
 }
 
 void print_status_text(const kvtier_daemon_status& s) {
-  std::printf("kvtierd %s  epoch %016llx  up %llus  DDR pools %llu bytes in use", s.daemon_version, ull(s.daemon_epoch),
+  std::printf("kvtierd %s  epoch %016llx  up %llus  DDR pools %llu bytes in use", printable(s.daemon_version).c_str(),
+              ull(s.daemon_epoch),
               ull(s.uptime_seconds), ull(s.ddr_bytes_used));
   if (s.ddr_bytes_total != 0) std::printf(" of %llu", ull(s.ddr_bytes_total));
   std::printf("  int8 pools %llu", ull(s.int8_bytes_used));
@@ -206,9 +208,10 @@ void print_status_text(const kvtier_daemon_status& s) {
   std::printf("\n%zu client(s)\n", s.client_count);
   for (std::size_t i = 0; i < s.client_count; ++i) {
     const kvtier_client_info& c = s.clients[i];
-    std::printf("\nclient %u  %s  pid %u uid %u  model %s (%u layers, %u kv heads, dim %u, %s)\n", c.client_id, c.name,
-                c.pid, c.uid, c.model_name[0] != '\0' ? c.model_name : "-", c.num_layers, c.num_kv_heads, c.head_dim,
-                dtype_name(c.dtype));
+    // Names are the clients' own: escaped, so none can move the cursor or start a line.
+    const std::string name = printable(c.name), model = c.model_name[0] != '\0' ? printable(c.model_name) : "-";
+    std::printf("\nclient %u  %s  pid %u uid %u  model %s (%u layers, %u kv heads, dim %u, %s)\n", c.client_id,
+                name.c_str(), c.pid, c.uid, model.c_str(), c.num_layers, c.num_kv_heads, c.head_dim, dtype_name(c.dtype));
     std::printf("  pool slots %u/%u  score records %llu (dropped %llu)  plans %llu sent, %llu acked, %llu failed"
                 "  moves %llu  errors %llu\n",
                 c.pool_slots_used, c.pool_slots, ull(c.score_records), ull(c.scores_dropped), ull(c.plans_sent),

@@ -1,6 +1,9 @@
 #include "json_writer.hpp"
 
+#include <cmath>
 #include <cstdio>
+
+#include "safe_text.hpp"
 
 namespace kvtier::cli {
 
@@ -51,22 +54,29 @@ JsonWriter& JsonWriter::key(std::string_view name) {
 JsonWriter& JsonWriter::value(std::string_view text) {
   separator();
   out_ += '"';
-  for (const char c : text) {
-    switch (c) {
+  char escape[8];
+  for (std::size_t at = 0; at < text.size();) {
+    const Utf8Char c = decode_utf8(text, at);
+    if (c.length == 0) {
+      out_ += "\\ufffd";  // JSON text is UTF-8: a byte that is not becomes U+FFFD REPLACEMENT CHARACTER
+      ++at;
+      continue;
+    }
+    switch (c.code_point) {
       case '"': out_ += "\\\""; break;
       case '\\': out_ += "\\\\"; break;
       case '\n': out_ += "\\n"; break;
       case '\t': out_ += "\\t"; break;
       case '\r': out_ += "\\r"; break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out_ += buf;
+        if (is_control(c.code_point)) {  // C0 must be escaped; DEL and C1 are, so no terminal acts on them
+          std::snprintf(escape, sizeof(escape), "\\u%04x", static_cast<unsigned>(c.code_point));
+          out_ += escape;
         } else {
-          out_ += c;
+          out_.append(text, at, c.length);
         }
     }
+    at += c.length;
   }
   out_ += '"';
   return *this;
@@ -80,6 +90,10 @@ JsonWriter& JsonWriter::value(std::uint64_t number) {
 
 JsonWriter& JsonWriter::value(double number) {
   separator();
+  if (!std::isfinite(number)) {
+    out_ += "null";  // JSON has no NaN or infinity
+    return *this;
+  }
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.6g", number);
   out_ += buf;

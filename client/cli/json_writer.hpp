@@ -1,4 +1,6 @@
 // A minimal streaming JSON writer for kvtierctl --json (objects, arrays, strings, numbers).
+// The output is valid JSON whatever the input: strings escape every control character (C0, DEL,
+// C1) and write each byte that is not well-formed UTF-8 as U+FFFD; non-finite numbers are null.
 // Thread-safety: one instance per thread.
 #pragma once
 
