@@ -27,6 +27,7 @@ bool is_fd_kind(std::uint32_t kind) { return kind == KVTIER_BUFFER_HOST_FD || ki
 // ExportedCache copied out of a SequenceAdopted reply (validated after the reader is gone).
 struct AdoptedReply {
   std::uint32_t sequence = 0, prompt_length = 0, positions = 0, exporter_pid = 0;
+  std::uint32_t digest_dim = 0, policy = 0;  // 1.3; 0 and paper from a 1.2 daemon
   std::uint32_t kind = 0;
   std::uint64_t bytes = 0, buffer_id = 0;
   std::vector<std::byte> ipc_handle;
@@ -222,6 +223,8 @@ Result<kvtier_adopted> Client::adopt_sequence(std::uint64_t token) {
     r.prompt_length = adopted.getPromptLength();
     r.positions = adopted.getPositions();
     r.exporter_pid = adopted.getExporterPid();
+    r.digest_dim = adopted.getKeyDigestDim();
+    r.policy = static_cast<std::uint32_t>(adopted.getPolicy());
     r.kind = static_cast<std::uint32_t>(cache.getKind());
     r.bytes = cache.getBytes();
     r.buffer_id = cache.getBufferId();
@@ -288,13 +291,16 @@ Result<kvtier_adopted> Client::adopt_sequence(std::uint64_t token) {
     return tl::unexpected(checked.error());
   }
   peers_[r.sequence] = std::move(*peer);
-  digest_dims_[r.sequence] = protocol::kDefaultKeyDigestDim;
+  // The daemon parses this sequence's digests at the exporter's width: pushes must use it too.
+  digest_dims_[r.sequence] = r.digest_dim != 0 ? r.digest_dim : protocol::kDefaultKeyDigestDim;
   kvtier_adopted out{};
   out.struct_size = sizeof(out);
   out.sequence = r.sequence;
   out.prompt_length = r.prompt_length;
   out.positions = r.positions;
   out.exporter_pid = r.exporter_pid;
+  out.policy = static_cast<kvtier_policy>(r.policy);  // like the status report: a newer policy passes as its number
+  out.key_digest_dim = digest_dims_[r.sequence];
   return out;
 }
 

@@ -21,6 +21,7 @@
 #include "kvtier/kernels/quantize.hpp"
 #include "kvtier/shm/int8_pool_segment.hpp"
 #include "kvtier/shm/pool_segment.hpp"
+#include "kvtier/tier/policy_kind.hpp"
 #include "kvtier/tier/sequence_tiers.hpp"
 #include "kvtier/tier/slot_map.hpp"
 
@@ -71,6 +72,8 @@ struct HandoffNeeds {
 struct AdoptedSequence {
   std::uint32_t prompt_length = 0;
   std::uint32_t positions = 0;
+  std::uint32_t digest_dim = 0;  // the exporter's key digest width (r_kv): the adopter must send the same
+  tier::PolicyKind policy = tier::PolicyKind::kPaper;
 };
 
 }  // namespace kvtier::daemon

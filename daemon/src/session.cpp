@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "kvtier/protocol/names.hpp"
 #include "kvtier/protocol/version.hpp"
 #include "kvtier/shm/layout.hpp"
 #include "request_checks.hpp"
@@ -18,6 +19,9 @@ bool is_request_error(Errc code) {
 }
 
 constexpr std::size_t kReadChunk = 16 * 1024;
+
+// All of a Text field's bytes: cStr() would stop at an embedded NUL and hide what follows.
+std::string_view text_of(capnp::Text::Reader text) { return {text.begin(), text.size()}; }
 
 }  // namespace
 
@@ -73,8 +77,6 @@ Status Session::on_hello(wire::Hello::Reader hello) {
       protocol::is_compatible(protocol::ProtocolVersion{hello.getProtocolMajor(), hello.getProtocolMinor()});
   const bool layout_ok = hello.getLayoutVersion() == shm::kLayoutVersion &&
                          hello.getLayoutFingerprint() == shm::kLayoutFingerprint;
-  name_ = hello.getClientName().size() > 0 ? std::string(hello.getClientName().cStr()).substr(0, 63)
-                                           : "pid-" + std::to_string(peer_.pid);
   role_ = hello.getRole();
   if (!protocol_ok || !layout_ok) {
     capnp::MallocMessageBuilder reply;
@@ -99,6 +101,10 @@ Status Session::on_hello(wire::Hello::Reader hello) {
     shutdown_after_writes();
     return {};
   }
+  // The name goes into the log and `kvtierctl status`: printable text or no session.
+  const std::string_view name = text_of(hello.getClientName());
+  if (auto ok = protocol::check_name("Hello.clientName", name); !ok) return ok;
+  name_ = name.empty() ? "pid-" + std::to_string(peer_.pid) : std::string(name);
   std::vector<shm::UniqueFd> fds;
   std::uint64_t control_bytes = 0;
   if (role_ == wire::SessionRole::ENGINE) {
@@ -128,6 +134,8 @@ Status Session::on_hello(wire::Hello::Reader hello) {
 Status Session::on_register(wire::RegisterModel::Reader request) {
   if (!is_engine()) return make_error(Errc::kPermissionDenied, "RegisterModel needs the engine role");
   if (geometry_) return make_error(Errc::kBadState, "model already registered");
+  const std::string_view model_name = text_of(request.getModelName());
+  if (auto ok = protocol::check_name("RegisterModel.modelName", model_name); !ok) return ok;
   auto pool = pool_request_from_wire(request, server_.config().pools);
   if (!pool) return tl::unexpected(pool.error());
   auto granted = server_.register_pool(*this, *pool);
@@ -135,7 +143,7 @@ Status Session::on_register(wire::RegisterModel::Reader request) {
   geometry_ = pool->ddr;
   int8_slots_ = pool->int8 ? pool->int8->slots() : 0;
   dtype_ = request.getDtype();
-  model_name_ = std::string(request.getModelName().cStr()).substr(0, 63);
+  model_name_ = std::string(model_name);
   capnp::MallocMessageBuilder reply;
   auto registered = reply.initRoot<wire::DaemonMessage>().initModelRegistered();
   registered.setPoolSegmentBytes(granted->segment_bytes);

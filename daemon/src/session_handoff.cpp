@@ -8,6 +8,7 @@
 #include "request_checks.hpp"
 #include "server.hpp"
 #include "session.hpp"
+#include "tier_params.hpp"
 
 namespace kvtier::daemon {
 namespace {
@@ -120,6 +121,8 @@ Status Session::on_adopt(wire::AdoptSequence::Reader request) {
         out.setPromptLength(adopted->prompt_length);
         out.setPositions(adopted->positions);
         out.setExporterPid(pid);
+        out.setKeyDigestDim(adopted->digest_dim);
+        out.setPolicy(to_wire(adopted->policy));
         out.setCache(cache->getRoot<wire::ExportedCache>().asReader());
         self->send(reply, std::move(fds));
       });

@@ -69,7 +69,8 @@ struct Hello {
   protocolMinor @1 :UInt16;
   layoutVersion @2 :UInt32;      # shm layout version the client was built with
   layoutFingerprint @3 :UInt64;  # shm layout fingerprint the client was built with
-  clientName @4 :Text;           # free-form, for logs and `kvtierctl status`
+  clientName @4 :Text;           # for logs and `kvtierctl status`: printable UTF-8, <= 63 bytes
+                                 # (PROTOCOL.md §4 "Names"; refused otherwise)
   role @5 :SessionRole;
 }
 
@@ -113,7 +114,7 @@ struct RegisterModel {
   numKvHeads @1 :UInt32;
   headDim @2 :UInt32;
   dtype @3 :KvDtype;
-  modelName @4 :Text;
+  modelName @4 :Text;     # the clientName rule applies
   poolTokens @5 :UInt32;  # requested DDR (T1) pool capacity in tokens
   int8PoolTokens @6 :UInt32;  # requested int8 (T2) pool capacity in tokens; 0 = no T2 (1.1)
   weight @7 :UInt32;          # share of the node's DDR budget under pressure; 0 = 1 (1.1)
@@ -248,6 +249,10 @@ struct SequenceAdopted {
   positions @2 :UInt32;     # positions seen so far (the next token's position)
   exporterPid @3 :UInt32;
   cache @4 :ExportedCache;
+  # 1.3: what the adopter needs to feed the sequence as the exporter did. Absent (a 1.2 daemon):
+  # 0 and paper, and the adopter falls back to kDefaultKeyDigestDim.
+  keyDigestDim @5 :UInt32;  # floats per key digest (r_kv), fixed when the exporter opened it
+  policy @6 :Policy;        # the sequence's policy (which features it takes)
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -136,6 +136,31 @@ TEST(Handoff, CudaVmmBufferCrossesAsAPosixFd) {
   EXPECT_EQ(run.adopter.number("lost"), 0);
 }
 
+// An r_kv sequence opened with 24-float key digests: kvtierd parses its digests at that width in
+// whichever process holds it, so the adopter is told the width and the policy (SequenceAdopted,
+// 1.3) and pushes digests of 24 floats. With the default width of 16 in the adopter's library,
+// its first digest push would be refused (24 is no multiple of 16); a multiple such as 32 would
+// be split into records kvtierd refuses, ending the adopter's session.
+TEST(Handoff, AnRkvSequenceKeepsItsKeyDigestWidthInTheAdopter) {
+  DaemonUnderTest daemon(test_name());
+  const std::vector<std::string> rkv = {"--policy", "r_kv", "--digest-dim", "24"};
+  std::vector<std::string> exporter = {"--prompt", "40", "--steps", "120", "--beta", "0.4"};
+  exporter.insert(exporter.end(), rkv.begin(), rkv.end());
+  const Pair run = hand_off(daemon, "cpu", exporter, rkv);
+  ASSERT_EQ(run.exporter.exit_code, 0) << run.exporter.out << daemon.log();
+  ASSERT_EQ(run.adopter.exit_code, 0) << run.adopter.out << daemon.log();
+  EXPECT_EQ(run.adopter.number("digest_dim"), 24);
+  EXPECT_GT(run.exporter.number("t1"), 0);
+  EXPECT_EQ(run.adopter.number("peer_rows"), run.exporter.number("t0"));
+  EXPECT_EQ(run.adopter.number("mismatches"), 0);
+  EXPECT_EQ(run.adopter.number("lost"), 0);
+  // It decoded on, digests and all, and kept getting plans.
+  EXPECT_EQ(run.adopter.number("steps"), 48);
+  EXPECT_GT(run.adopter.number("plans"), 1);
+  EXPECT_THAT(daemon.log(), HasSubstr("applied=true"));
+  EXPECT_THAT(daemon.log(), ::testing::Not(HasSubstr("event=client_ring_error")));
+}
+
 TEST(Handoff, ARefusedHandOffReturnsTheSequenceToItsExporterAndTheTokenWorksAgain) {
   DaemonUnderTest daemon(test_name());
   const Pair run = hand_off(daemon, "cpu", {"--prompt", "40", "--steps", "120", "--beta", "0.4"}, {"--fail-first"});

@@ -72,6 +72,7 @@ void Engine::decode(std::uint32_t position, std::uint32_t step) {
   if (tiers.size() <= position) tiers.resize(position + 1, kUnseen);
   check(cache.write(position, position), "write row");
   tiers[position] = KVTIER_T0;
+  if (digest_dim != 0) push_digests(position, 1);
   std::vector<float> scores(position + 1);
   for (std::uint32_t p = 0; p <= position; ++p) {
     const bool hot = p < 4 || position - p < 16;
@@ -79,6 +80,16 @@ void Engine::decode(std::uint32_t position, std::uint32_t step) {
   }
   check(client, "push scores", client.push_scores(sequence, step, 0, scores));
   check(client, "step_end", client.step_end(sequence, step));
+}
+
+void Engine::push_digests(std::uint32_t first, std::uint32_t count) {
+  std::vector<float> digests(std::size_t{count} * digest_dim);
+  for (std::size_t i = 0; i < digests.size(); ++i) {
+    const auto d = static_cast<std::uint32_t>(i % digest_dim);
+    digests[i] = kv_value(first + static_cast<std::uint32_t>(i / digest_dim), 0, false, (d / kPeerDim) % kPeerHeads,
+                          d % kPeerDim);
+  }
+  check(client, "push key digests", client.push_feature(sequence, KVTIER_FEATURE_KEY_DIGEST, first, digests));
 }
 
 bool Engine::row_ok(const float* k, const float* v, std::uint32_t position, std::uint32_t layer, std::uint32_t head, float bound) const {

@@ -37,6 +37,7 @@ struct Engine {
   // most one int8 rounding (slightly more the second time: the range may exceed [-1, 1]).
   std::vector<std::uint8_t> quantized;
   unsigned plans = 0, peer_rows = 0, mismatches = 0, lost = 0;
+  std::uint32_t digest_dim = 0;  // r_kv: floats per key digest, pushed with every new row; 0: none
 
   float bound(std::uint32_t position) const;
 
@@ -44,7 +45,9 @@ struct Engine {
   void apply(const kvtier_plan& plan);
   // Applies every plan arriving within `timeout` of the previous one; false when none came.
   bool drain(std::chrono::milliseconds timeout);
-  // One decode step at `position`: the row, scores over [0, position] (sinks and the newest 16
+  // Key digests (digest_dim floats each: the K row of layer 0 across heads) for [first, first + count).
+  void push_digests(std::uint32_t first, std::uint32_t count);
+  // One decode step at `position`: the row (and its digest when digest_dim > 0), scores over [0, position] (sinks and the newest 16
   // high, the rest low and uneven, evicted 0), step_end.
   void decode(std::uint32_t position, std::uint32_t step);
   bool row_ok(const float* k, const float* v, std::uint32_t position, std::uint32_t layer, std::uint32_t head,

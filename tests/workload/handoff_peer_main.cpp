@@ -18,6 +18,9 @@
 //     --fail-first acknowledges the first hand-off plan as failed, closes that copy and adopts
 //     again with the same token (the sequence went back to the exporter meanwhile);
 //     --exit-after-adopt exits right after adopting, abandoning the hand-off.
+//   --policy r_kv --digest-dim D (both roles): the sequence ranks by R-KV and every row comes with
+//     a key digest of D floats; the adopter checks that kvtier_sequence_adopt reports the policy
+//     and the exporter's width, and pushes digests of that width.
 //   --role adopt --expect-error CODE: the adopt must fail with that status name (e.g.
 //     not_found); exit 0 when it does.
 //
@@ -94,6 +97,11 @@ bool parse(int argc, char** argv, Options& o) {
     else if (arg == "--window") o.tiering.window_tokens = u();
     else if (arg == "--sinks") o.tiering.sink_tokens = u();
     else if (arg == "--int8-ratio") o.tiering.int8_ratio = std::strtod(v, nullptr);
+    else if (arg == "--digest-dim") o.tiering.key_digest_dim = u();
+    else if (arg == "--policy") {
+      if (std::strcmp(v, "paper") != 0 && std::strcmp(v, "r_kv") != 0) return false;
+      o.tiering.policy = std::strcmp(v, "r_kv") == 0 ? KVTIER_POLICY_R_KV : KVTIER_POLICY_PAPER;
+    }
     else if (arg == "--buffer") {
       if (std::strcmp(v, "ipc") != 0 && std::strcmp(v, "vmm") != 0) return false;
       o.vmm = std::strcmp(v, "vmm") == 0;
@@ -168,6 +176,10 @@ int run_export(const Options& o, kvtier::Client& client) {
   Engine engine{client, sequence, cache, std::vector<std::uint8_t>(o.prompt, KVTIER_T0), {}};
   std::vector<float> prefill(o.prompt, 1.0f / static_cast<float>(o.prompt));
   for (std::uint32_t p = 0; p < o.prompt; ++p) check(cache.write(p, p), "write prompt");
+  if (o.tiering.policy == KVTIER_POLICY_R_KV) {
+    engine.digest_dim = o.tiering.key_digest_dim != 0 ? o.tiering.key_digest_dim : 16;
+    engine.push_digests(0, o.prompt);
+  }
   check(client, "push prompt scores", client.push_scores(sequence, 0, 0, prefill));
   for (std::uint32_t step = 0; step < o.steps; ++step) {
     engine.drain(std::chrono::milliseconds(0));
@@ -254,11 +266,19 @@ int run_adopt(const Options& o, kvtier::Client& client) {
     }
     check(client, "adopt again", again);
   }
+  // The sequence keeps the exporter's policy and key digest width (SequenceAdopted, protocol 1.3).
+  const std::uint32_t digest_dim = o.tiering.key_digest_dim != 0 ? o.tiering.key_digest_dim : 16;
+  if (adopted.policy != o.tiering.policy || (adopted.policy == KVTIER_POLICY_R_KV && adopted.key_digest_dim != digest_dim)) {
+    std::fprintf(stderr, "kvtier-handoff-peer: adopted policy %d with key_digest_dim %u, expected policy %d dim %u\n",
+                 static_cast<int>(adopted.policy), adopted.key_digest_dim, static_cast<int>(o.tiering.policy), digest_dim);
+    return 1;
+  }
   PeerCache cache = make_cache(adopted.positions + o.steps, o.backend == KVTIER_BACKEND_CUDA
                                                                 ? PeerCache::Memory::kDevice
                                                                 : PeerCache::Memory::kHost);
   check(client, "attach", client.attach_cache(adopted.sequence, cache.layout()));
   Engine engine{client, adopted.sequence, cache, std::vector<std::uint8_t>(adopted.positions, kUnseen), {}};
+  if (adopted.policy == KVTIER_POLICY_R_KV) engine.digest_dim = adopted.key_digest_dim;  // the library's width too
   engine.quantized.resize(adopted.positions, 0);
   std::ifstream quantized(o.token_file + ".quantized");
   for (unsigned p = 0, times = 0; quantized >> p >> times;) {
@@ -283,8 +303,9 @@ int run_adopt(const Options& o, kvtier::Client& client) {
   }
   check(client, "close", client.close_sequence(adopted.sequence));
   std::printf("summary role=adopt peer_rows=%u t1_rows=%u t2_rows=%u t3=%u mismatches=%u lost=%u steps=%u plans=%u "
-              "failed_handoffs=%u\n",
-              engine.peer_rows, t1, t2, t3, engine.mismatches, engine.lost, o.steps, engine.plans, failed_handoffs);
+              "failed_handoffs=%u digest_dim=%u\n",
+              engine.peer_rows, t1, t2, t3, engine.mismatches, engine.lost, o.steps, engine.plans, failed_handoffs,
+              engine.digest_dim);
   return engine.mismatches + engine.lost != 0 ? 6 : 0;
 }
 
@@ -296,8 +317,9 @@ int main(int argc, char** argv) {
     std::fputs("usage: kvtier-handoff-peer [--probe] [--backend cpu|cuda] --socket S --token-file F --done-file D\n"
                "  --role export --prompt P --steps N [--beta B] [--evict R] [--interval K] [--window W] [--sinks S]\n"
                "                [--buffer ipc|vmm (cuda: cudaMalloc + CUDA IPC, or cuMem VMM + POSIX fd)]\n"
-               "                [--pool-tokens N] [--int8-pool-tokens N --int8-ratio R]\n"
+               "                [--pool-tokens N] [--int8-pool-tokens N --int8-ratio R] [--policy paper|r_kv --digest-dim D]\n"
                "  --role adopt --steps M [--pool-tokens N] [--int8-pool-tokens N] [--fail-first | --exit-after-adopt]\n"
+               "               [--policy paper|r_kv --digest-dim D]\n"
                "  --role adopt --expect-error CODE [--token T | --token-file F]\n",
                stderr);
     return 2;

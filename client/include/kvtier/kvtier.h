@@ -57,7 +57,9 @@ typedef struct kvtier_client kvtier_client;
 typedef struct kvtier_connect_options {
   size_t struct_size;
   const char* socket_path; /* NULL: $KVTIER_SOCKET, else the default path */
-  const char* client_name; /* shown by kvtierctl; NULL: "pid-<pid>" */
+  const char* client_name; /* shown by kvtierctl; NULL: "pid-<pid>". kvtierd refuses (connect fails
+                              with KVTIER_E_INVALID_ARGUMENT) a name over 63 bytes, not UTF-8 or
+                              holding a control character (C0, DEL, C1) */
   kvtier_role role;
 } kvtier_connect_options;
 
@@ -96,7 +98,7 @@ typedef struct kvtier_model_geometry {
   uint32_t num_kv_heads;
   uint32_t head_dim;
   kvtier_dtype dtype;
-  const char* model_name; /* may be NULL */
+  const char* model_name; /* may be NULL; the client_name rule applies */
   uint32_t pool_tokens;   /* DDR pool capacity requested, in tokens */
   uint32_t int8_pool_tokens; /* int8 (T2) pool capacity requested, in tokens; 0 = no T2 */
   uint32_t weight;           /* share of the node DDR budget under pressure; 0 = 1 */
