@@ -1,10 +1,9 @@
 #include "kvtier/shm/control_segment.hpp"
 
+#include <cassert>
 #include <cstring>
 #include <new>
 #include <string>
-
-#include "kvtier/protocol/check.hpp"
 
 namespace kvtier::shm {
 namespace {
@@ -55,7 +54,7 @@ Result<ControlLayout> ControlLayout::from_block(const ControlBlock& block,
                                            std::to_string(kMaxRingCapacity) + "]");
   }
   auto expected = make(block.score_capacity, block.plan_capacity);
-  KVTIER_CHECK(expected.has_value(), "a validated control block has no layout");
+  assert(expected);
   const ControlBlock& want = expected->block();
   for (auto check : {
            check_field("score_record_bytes", block.score_record_bytes, want.score_record_bytes),
@@ -99,8 +98,7 @@ Result<ControlLayout> read_control_layout(std::span<const std::byte> segment) {
 }
 
 DaemonRings daemon_rings(const Segment& segment, const ControlLayout& layout) {
-  KVTIER_CHECK(segment.kind() == SegmentKind::kControl && segment.size() >= layout.bytes(),
-               "not a control segment, or smaller than its layout");
+  assert(segment.kind() == SegmentKind::kControl && segment.size() >= layout.bytes());
   const ControlBlock& block = layout.block();
   const auto bytes = segment.bytes();
   return DaemonRings{

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "kvtier/kernels/executor.hpp"
-#include "kvtier/kernels/executor_factory.hpp"
 #include "random_bytes.hpp"
 
 namespace kvtier::kernels::cuda {

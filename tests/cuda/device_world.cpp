@@ -8,7 +8,6 @@
 #include <random>
 
 #include "cuda_test_support.hpp"
-#include "kvtier/kernels/executor_factory.hpp"
 
 namespace kvtier::kernels::cuda::testing {
 

@@ -4,8 +4,7 @@
 
 #include <string>
 
-#include "kvtier/protocol/check.hpp"
-
+#include "contract.hpp"
 #include "policies.hpp"
 
 namespace kvtier::tier {
@@ -56,7 +55,7 @@ std::unique_ptr<const RankingPolicy> make_policy(PolicyKind kind) {
     case PolicyKind::kVase: return std::make_unique<detail::VasePolicy>();
     case PolicyKind::kRKv: return std::make_unique<detail::RKvPolicy>();
   }
-  KVTIER_FAIL("make_policy(): unknown policy");
+  detail::contract_failed("make_policy(): unknown policy");
 }
 
 namespace detail {

@@ -4,8 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kvtier/protocol/check.hpp"
-
+#include "contract.hpp"
 #include "policies.hpp"
 
 namespace kvtier::tier::detail {
@@ -165,14 +164,14 @@ std::vector<double> column_means(const RankingContext& ctx,
 std::span<const float> RKvPolicy::rank(const RankingContext& ctx,
                                        std::vector<float>& scratch) const {
   const std::size_t size = ctx.tiers.size();
-  KVTIER_CHECK(ctx.recent.size() == size, "r_kv: recent attention missing from the ranking context");
+  require(ctx.recent.size() == size, "r_kv: recent attention missing from the ranking context");
   scratch.assign(size, 0.0f);
   std::vector<std::uint32_t> cand;
   cand.reserve(ctx.candidates);
   for (std::size_t i = 0; i < size; ++i) {
     if (ctx.is_candidate(i)) cand.push_back(static_cast<std::uint32_t>(i));
   }
-  KVTIER_CHECK(cand.size() == ctx.candidates, "r_kv: candidate count mismatch");
+  require(cand.size() == ctx.candidates, "r_kv: candidate count mismatch");
   const std::size_t n = cand.size();
   if (n == 0) return scratch;
 

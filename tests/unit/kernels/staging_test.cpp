@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "kvtier/kernels/executor.hpp"
-#include "kvtier/kernels/executor_factory.hpp"
 
 namespace kvtier::kernels {
 namespace {

@@ -1,10 +1,9 @@
-// UniqueFd (unique_fd.hpp).
-#include "kvtier/protocol/unique_fd.hpp"
+#include "kvtier/shm/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
 
-namespace kvtier {
+namespace kvtier::shm {
 
 Result<UniqueFd> UniqueFd::duplicate(int fd) {
   const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -20,4 +19,4 @@ void UniqueFd::reset(int fd) noexcept {
   fd_ = fd;
 }
 
-}  // namespace kvtier
+}  // namespace kvtier::shm

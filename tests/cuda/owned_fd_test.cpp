@@ -1,5 +1,5 @@
-// UniqueFd: the one owner of an fd closes it on destruction and reset, and moves hand it over.
-#include "kvtier/protocol/unique_fd.hpp"
+// OwnedFd: the one owner of an fd closes it on destruction and reset, and moves hand it over.
+#include "kvtier/kernels/cuda/owned_fd.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 
 #include <utility>
 
-namespace kvtier {
+namespace kvtier::kernels::cuda {
 namespace {
 
 bool is_open(int fd) { return ::fcntl(fd, F_GETFD) >= 0; }
@@ -20,19 +20,19 @@ int fresh_fd() {
   return ends[0];
 }
 
-TEST(UniqueFd, ClosesItsFdOnDestruction) {
+TEST(OwnedFd, ClosesItsFdOnDestruction) {
   const int fd = fresh_fd();
   ASSERT_GE(fd, 0);
-  { UniqueFd owner(fd); }
+  { OwnedFd owner(fd); }
   EXPECT_FALSE(is_open(fd));
 }
 
-TEST(UniqueFd, AMoveHandsOwnershipOver) {
+TEST(OwnedFd, AMoveHandsOwnershipOver) {
   const int fd = fresh_fd();
   ASSERT_GE(fd, 0);
-  UniqueFd target;
+  OwnedFd target;
   {
-    UniqueFd source(fd);
+    OwnedFd source(fd);
     target = std::move(source);
     EXPECT_FALSE(source.valid());  // NOLINT(bugprone-use-after-move): the
                                    // contract under test
@@ -41,26 +41,26 @@ TEST(UniqueFd, AMoveHandsOwnershipOver) {
   EXPECT_EQ(target.get(), fd);
 }
 
-TEST(UniqueFd, ReleaseGivesUpOwnershipWithoutClosing) {
+TEST(OwnedFd, ReleaseGivesUpOwnershipWithoutClosing) {
   const int fd = fresh_fd();
   ASSERT_GE(fd, 0);
   {
-    UniqueFd owner(fd);
+    OwnedFd owner(fd);
     EXPECT_EQ(owner.release(), fd);
   }
   EXPECT_TRUE(is_open(fd));
   ::close(fd);
 }
 
-TEST(UniqueFd, ResetClosesTheOldFdAndOwnsTheNewOne) {
+TEST(OwnedFd, ResetClosesTheOldFdAndOwnsTheNewOne) {
   const int first = fresh_fd(), second = fresh_fd();
   ASSERT_GE(first, 0);
   ASSERT_GE(second, 0);
-  UniqueFd owner(first);
+  OwnedFd owner(first);
   owner.reset(second);
   EXPECT_FALSE(is_open(first));
   EXPECT_EQ(owner.get(), second);
 }
 
 }  // namespace
-}  // namespace kvtier
+}  // namespace kvtier::kernels::cuda

@@ -1,12 +1,10 @@
-// UniqueFd: the single owner of a file descriptor; closes it on destruction. The one fd owner of
-// every module (shm segments, sockets, cuMem POSIX-fd exports in kernels/cuda), so it lives in
-// the base target kvtier_error beside Result.
+// UniqueFd: the single owner of a file descriptor; closes it on destruction.
 // Thread-safety: like any value; one owner, moved not shared.
 #pragma once
 
 #include "kvtier/protocol/error.hpp"
 
-namespace kvtier {
+namespace kvtier::shm {
 
 class UniqueFd {
  public:
@@ -40,4 +38,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace kvtier
+}  // namespace kvtier::shm
