@@ -79,9 +79,10 @@ TEST(Service, TwoClientsAreServedAtOnceAndShownWithTheirSequences) {
 TEST(Service, KilledClientIsReclaimedWhileTheOtherKeepsWorking) {
   DaemonUnderTest daemon(test_name());
   ChildProcess victim = spawn_workload(daemon, "victim", {"--steps", "20", "--hold"});
-  ChildProcess survivor = spawn_workload(daemon, "survivor", {"--steps", "400", "--step-us", "2000"});
-  ASSERT_TRUE(eventually([&] { return status_mentions(daemon, "\"name\":\"victim\""); }));
-  ASSERT_TRUE(eventually([&] { return status_mentions(daemon, "\"name\":\"survivor\""); }));
+  // The survivor pauses halfway, so the kill lands while it is alive and it decodes on after.
+  ChildProcess survivor = spawn_workload(daemon, "survivor", {"--steps", "400", "--pause-every", "200"});
+  ASSERT_TRUE(wait_for_line(daemon.dir() / "victim.log", "holding name=victim")) << daemon.log();
+  ASSERT_TRUE(wait_for_line(daemon.dir() / "survivor.log", "paused step=200")) << daemon.log();
   // Each engine client holds a control and a pool segment.
   ASSERT_EQ(daemon.segments().size(), 4u);
 
@@ -91,7 +92,8 @@ TEST(Service, KilledClientIsReclaimedWhileTheOtherKeepsWorking) {
   EXPECT_TRUE(eventually([&] { return daemon.segments().size() == 2; }));
   EXPECT_THAT(daemon.log(), HasSubstr("event=client_reclaimed"));
 
-  EXPECT_EQ(survivor.wait(std::chrono::seconds(30)), 0);
+  survivor.signal(SIGUSR1);
+  EXPECT_EQ(survivor.wait(std::chrono::seconds(60)), 0);
   EXPECT_TRUE(eventually([&] { return daemon.segments().empty(); }));
   const std::string json = daemon.ctl({"status", "--json"}).out;
   EXPECT_THAT(json, HasSubstr("\"ddr_bytes_used\":0"));

@@ -7,6 +7,9 @@
 #include "kvtier/kernels/cuda/device.hpp"
 
 namespace kvtier::workload {
+namespace {
+constexpr std::chrono::seconds kSync{60};  // how long kvtierd may take to catch up (a loaded CI machine)
+}  // namespace
 
 void check(const Client& client, const char* what, kvtier_status status) {
   if (status == KVTIER_OK) return;
@@ -55,6 +58,7 @@ void Engine::apply(const kvtier_plan& plan) {
   }
   check(client, "execute", client.execute_plan(plan, hbm));
   check(client, "ack", client.ack_plan(plan.epoch, true));
+  check(client, "sync", client.sync(kSync));  // a plan owed behind this one is out before the next poll
   ++plans;
 }
 
@@ -80,6 +84,7 @@ void Engine::decode(std::uint32_t position, std::uint32_t step) {
   }
   check(client, "push scores", client.push_scores(sequence, step, 0, scores));
   check(client, "step_end", client.step_end(sequence, step));
+  check(client, "sync", client.sync(kSync));  // lockstep: this step's decision is on the ring
 }
 
 void Engine::push_digests(std::uint32_t first, std::uint32_t count) {

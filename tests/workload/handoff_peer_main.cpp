@@ -6,7 +6,8 @@
 //     ONE allocation: a memfd on cpu, one cudaMalloc on cuda or with --buffer vmm one cuMem VMM
 //     allocation exported as a POSIX fd), writes the prompt, runs N decode
 //     steps (rows, scores that keep sinks and recent tokens high, step_end, plans executed and
-//     acknowledged), drains plans until none came for 200 ms, exports with its T0 list (retrying
+//     acknowledged; lockstep: kvtier_client_sync after each step end and ack, so plans arrive at
+//     the same steps on every run), applies the plans still waiting, exports with its T0 list (retrying
 //     after applying pending plans on bad_state), writes the token to --token-file atomically,
 //     waits for --done-file (60 s), closes the sequence.
 //   --role adopt --steps M: waits for --token-file, adopts, attaches its own cache (positions + M
@@ -185,7 +186,7 @@ int run_export(const Options& o, kvtier::Client& client) {
     engine.drain(std::chrono::milliseconds(0));
     engine.decode(o.prompt + step, step);
   }
-  while (engine.drain(std::chrono::milliseconds(200))) {
+  while (engine.drain(std::chrono::milliseconds(0))) {  // lockstep: every owed plan is already out
   }
   std::uint64_t token = 0;
   for (int attempt = 0;; ++attempt) {
