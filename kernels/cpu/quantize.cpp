@@ -24,7 +24,11 @@
 #include "quantize_blocks.hpp"
 
 // GCC on x86-64 ELF: clone the hot loops (chosen once, at load time by ifunc). No FMA contraction.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+// Not under ThreadSanitizer: GCC instruments the ifunc resolvers as well (__tsan_func_entry), and
+// they run while the dynamic loader relocates libkvtier.so, before the TSan runtime is set up, so
+// every process linking the library crashed at load. The default clone gives the same bytes.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) && \
+    !defined(__SANITIZE_THREAD__)
 #define KVTIER_HOT \
   __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"), optimize("fp-contract=off")))
 #else
