@@ -40,16 +40,6 @@ std::vector<std::string> with(std::vector<std::string> base, const std::vector<s
   return base;
 }
 
-// Sum of `"key":N` over the whole JSON text (e.g. t2 over every sequence of every client).
-long sum_of(const std::string& json, const std::string& key) {
-  long sum = 0;
-  const std::string needle = "\"" + key + "\":";
-  for (auto at = json.find(needle); at != std::string::npos; at = json.find(needle, at + 1)) {
-    sum += std::stol(json.substr(at + needle.size()));
-  }
-  return sum;
-}
-
 const auto kBackends = ::testing::Values("cpu", "cuda");
 
 void expect_audit_clean(const WorkloadRun& run) {

@@ -40,16 +40,6 @@ long field(const std::string& json, const std::string& key) {
   return at == std::string::npos ? -1 : std::stol(json.substr(at + key.size() + 3));
 }
 
-// The sum of `key` over every object in `json` that has it (per-sequence fields of a client).
-long sum_of(const std::string& json, const std::string& key) {
-  long sum = 0;
-  const std::string needle = "\"" + key + "\":";
-  for (auto at = json.find(needle); at != std::string::npos; at = json.find(needle, at + 1)) {
-    sum += std::stol(json.substr(at + needle.size()));
-  }
-  return sum;
-}
-
 std::string text_field(const std::string& json, const std::string& key) {
   const auto at = json.find("\"" + key + "\":\"");
   if (at == std::string::npos) return {};

@@ -32,6 +32,16 @@ struct WorkloadRun {
   }
 };
 
+// Sum of `"key":N` over the whole JSON text (e.g. t2 over every sequence of every client).
+inline long sum_of(const std::string& json, const std::string& key) {
+  long sum = 0;
+  const std::string needle = "\"" + key + "\":";
+  for (auto at = json.find(needle); at != std::string::npos; at = json.find(needle, at + 1)) {
+    sum += std::stol(json.substr(at + needle.size()));
+  }
+  return sum;
+}
+
 inline WorkloadRun run_workload(const DaemonUnderTest& daemon, std::vector<std::string> args) {
   std::vector<std::string> argv = {KVTIER_TEST_WORKLOAD, "--socket", daemon.socket().string()};
   argv.insert(argv.end(), args.begin(), args.end());
