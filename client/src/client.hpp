@@ -98,7 +98,7 @@ class Client {
   kvtier_versions versions_{};
   std::optional<shm::Mapping> control_;
   std::optional<shm::ClientRings> rings_;
-  shm::UniqueFd doorbell_;
+  UniqueFd doorbell_;
   std::optional<shm::Mapping> pool_;
   std::optional<shm::PoolView> pool_view_;
   std::optional<shm::Mapping> int8_pool_;  // T2, when the daemon granted int8 slots

@@ -19,7 +19,7 @@ Result<Connection> Connection::connect(const std::string& socket_path) {
   if (socket_path.size() >= sizeof(addr.sun_path)) {
     return make_error(Errc::kInvalidArgument, "socket path too long: " + socket_path);
   }
-  shm::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) return os_error("socket");
   addr.sun_family = AF_UNIX;
   socket_path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
@@ -112,9 +112,9 @@ Result<protocol::MessageIn> Connection::receive(std::chrono::milliseconds timeou
   }
 }
 
-Result<shm::UniqueFd> Connection::take_fd() {
+Result<UniqueFd> Connection::take_fd() {
   if (fds_.empty()) return make_error(Errc::kProtocol, "daemon reply came without its file descriptor");
-  shm::UniqueFd fd = std::move(fds_.front());
+  UniqueFd fd = std::move(fds_.front());
   fds_.pop_front();
   return fd;
 }

@@ -15,7 +15,7 @@
 #include <capnp/message.h>
 
 #include "kvtier/protocol/framing.hpp"
-#include "kvtier/shm/unique_fd.hpp"
+#include "kvtier/protocol/unique_fd.hpp"
 
 namespace kvtier::client {
 
@@ -30,17 +30,17 @@ class Connection {
   // The next frame, parsed. Errors: kUnavailable (EOF, timeout), kProtocol.
   Result<protocol::MessageIn> receive(std::chrono::milliseconds timeout);
   // Takes the oldest fd received so far (fds arrive with the frame that announces them).
-  Result<shm::UniqueFd> take_fd();
+  Result<UniqueFd> take_fd();
   int fd() const { return socket_.get(); }
 
  private:
-  explicit Connection(shm::UniqueFd socket) : socket_(std::move(socket)) {}
+  explicit Connection(UniqueFd socket) : socket_(std::move(socket)) {}
   Status read_some(std::chrono::milliseconds timeout);
   Status send_bytes(const std::byte* data, std::size_t size);
 
-  shm::UniqueFd socket_;
+  UniqueFd socket_;
   protocol::FrameDecoder decoder_;
-  std::deque<shm::UniqueFd> fds_;
+  std::deque<UniqueFd> fds_;
 };
 
 }  // namespace kvtier::client

@@ -34,7 +34,7 @@ struct AdoptedReply {
   std::vector<std::uint64_t> k_offsets, v_offsets;
   std::uint32_t num_slots = 0, block_size = 0;
   std::uint64_t token_stride = 0, head_stride = 0, block_stride = 0;
-  shm::UniqueFd fd;
+  UniqueFd fd;
 };
 
 Error bad_cache(const std::string& why) { return Error{Errc::kProtocol, "kvtierd sent an unusable exported cache: " + why}; }

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "kvtier/kernels/executor_factory.hpp"
 #include "kvtier/shm/records.hpp"
 
 namespace kvtier::client {

@@ -13,7 +13,7 @@ constexpr std::size_t kScoreBatch = 64;
 }  // namespace
 
 ClientChannel::ClientChannel(asio::io_context& io, std::uint32_t client_id, shm::Segment control,
-                             const shm::ControlLayout& layout, shm::UniqueFd doorbell,
+                             const shm::ControlLayout& layout, UniqueFd doorbell,
                              const config::DaemonConfig& config, NodeBudget& budget, spdlog::logger& log,
                              FailFn on_fail, HandoffFn on_handoff)
     : client_id_(client_id),

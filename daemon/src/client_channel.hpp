@@ -60,7 +60,7 @@ class ClientChannel final : public BudgetMember {
   using HandoffFn = std::function<void(const HandoffOrigin&, std::optional<tier::SequenceTiers> returned)>;
 
   ClientChannel(asio::io_context& io, std::uint32_t client_id, shm::Segment control, const shm::ControlLayout& layout,
-                shm::UniqueFd doorbell, const config::DaemonConfig& config, NodeBudget& budget, spdlog::logger& log,
+                UniqueFd doorbell, const config::DaemonConfig& config, NodeBudget& budget, spdlog::logger& log,
                 FailFn on_fail, HandoffFn on_handoff);
   ~ClientChannel();
 

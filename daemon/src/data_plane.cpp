@@ -44,8 +44,8 @@ void DataPlane::report_failure(std::uint32_t client_id, const Error& error) {
 }
 
 void DataPlane::attach(std::uint32_t client_id, shm::Segment control, const shm::ControlLayout& layout,
-                       shm::UniqueFd doorbell) {
-  auto state = std::make_shared<std::pair<shm::Segment, shm::UniqueFd>>(std::move(control), std::move(doorbell));
+                       UniqueFd doorbell) {
+  auto state = std::make_shared<std::pair<shm::Segment, UniqueFd>>(std::move(control), std::move(doorbell));
   post([this, client_id, state, layout] {
     channels_[client_id] = std::make_unique<ClientChannel>(
         io_, client_id, std::move(state->first), layout, std::move(state->second), config_, budget_, log_,

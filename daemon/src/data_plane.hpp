@@ -23,12 +23,12 @@
 #include <spdlog/logger.h>
 
 #include "kvtier/config/config.hpp"
+#include "kvtier/protocol/unique_fd.hpp"
 #include "kvtier/shm/control_layout.hpp"
 #include "kvtier/kernels/kv_layout.hpp"
 #include "kvtier/shm/int8_pool_geometry.hpp"
 #include "kvtier/shm/pool_geometry.hpp"
 #include "kvtier/shm/segment.hpp"
-#include "kvtier/shm/unique_fd.hpp"
 #include "kvtier/tier/tier_params.hpp"
 #include "handoff.hpp"
 #include "node_budget.hpp"
@@ -84,7 +84,7 @@ class DataPlane {
   void start(FailHandler on_fail);
   void stop();
 
-  void attach(std::uint32_t client_id, shm::Segment control, const shm::ControlLayout& layout, shm::UniqueFd doorbell);
+  void attach(std::uint32_t client_id, shm::Segment control, const shm::ControlLayout& layout, UniqueFd doorbell);
   void set_pool(std::uint32_t client_id, PoolSetup pools);
   // Both complete on the control thread, after the data plane has taken the change into account:
   // a client learns a sequence id only once score records for it are accepted, and a close

@@ -14,7 +14,7 @@
 #include <capnp/message.h>
 
 #include "kvtier/protocol/control.capnp.h"
-#include "kvtier/shm/unique_fd.hpp"
+#include "kvtier/protocol/unique_fd.hpp"
 
 namespace kvtier::daemon {
 
@@ -31,7 +31,7 @@ class ExportRegistry {
     std::uint32_t num_layers = 0, num_kv_heads = 0, head_dim = 0;
     wire::KvDtype dtype = wire::KvDtype::F16;
     std::shared_ptr<capnp::MallocMessageBuilder> cache;  // root: wire::ExportedCache
-    std::shared_ptr<shm::UniqueFd> fd;                   // fd kinds: the exporter's buffer
+    std::shared_ptr<UniqueFd> fd;                        // fd kinds: the exporter's buffer
     State state = State::kWaiting;
     std::uint32_t adopter = 0;  // kAdopting: the adopting client
   };

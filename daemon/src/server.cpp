@@ -35,8 +35,8 @@ wire::Handoff to_wire(HandoffState state) {
   return wire::Handoff::NONE;
 }
 
-shm::UniqueFd pidfd_open(pid_t pid) {
-  return shm::UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+UniqueFd pidfd_open(pid_t pid) {
+  return UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
 }
 
 }  // namespace
@@ -117,9 +117,9 @@ Result<EngineAttachment> Server::attach_engine(Session& session) {
   if (!segment) return tl::unexpected(segment.error());
   const int doorbell = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (doorbell < 0) return os_error("eventfd");
-  shm::UniqueFd daemon_doorbell(doorbell);
-  auto client_control = shm::UniqueFd::duplicate(segment->fd());
-  auto client_doorbell = shm::UniqueFd::duplicate(doorbell);
+  UniqueFd daemon_doorbell(doorbell);
+  auto client_control = UniqueFd::duplicate(segment->fd());
+  auto client_doorbell = UniqueFd::duplicate(doorbell);
   if (!client_control) return tl::unexpected(client_control.error());
   if (!client_doorbell) return tl::unexpected(client_doorbell.error());
   EngineAttachment attachment{std::move(*client_control), std::move(*client_doorbell), segment->size()};
@@ -150,7 +150,7 @@ Result<PoolGrant> Server::register_pool(Session& session, const PoolRequest& req
   if (!name) return tl::unexpected(name.error());
   auto segment = shm::create_pool_segment(*name, request.ddr, epoch_, id);
   if (!segment) return tl::unexpected(segment.error());
-  auto client_fd = shm::UniqueFd::duplicate(segment->fd());
+  auto client_fd = UniqueFd::duplicate(segment->fd());
   if (!client_fd) return tl::unexpected(client_fd.error());
   PoolGrant grant{std::move(*client_fd), segment->size(), {}, 0, request.weight};
   std::optional<shm::Segment> int8_segment;
@@ -159,7 +159,7 @@ Result<PoolGrant> Server::register_pool(Session& session, const PoolRequest& req
     if (!int8_name) return tl::unexpected(int8_name.error());
     auto created = shm::create_int8_pool_segment(*int8_name, *request.int8, epoch_, id);
     if (!created) return tl::unexpected(created.error());
-    auto int8_fd = shm::UniqueFd::duplicate(created->fd());
+    auto int8_fd = UniqueFd::duplicate(created->fd());
     if (!int8_fd) return tl::unexpected(int8_fd.error());
     grant.int8_fd = std::move(*int8_fd);
     grant.int8_segment_bytes = created->size();

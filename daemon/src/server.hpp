@@ -25,10 +25,10 @@
 #include "export_registry.hpp"
 #include "kvtier/config/config.hpp"
 #include "kvtier/kernels/kv_layout.hpp"
+#include "kvtier/protocol/unique_fd.hpp"
 #include "kvtier/shm/int8_pool_geometry.hpp"
 #include "kvtier/shm/layout.hpp"
 #include "kvtier/shm/pool_geometry.hpp"
-#include "kvtier/shm/unique_fd.hpp"
 #include "peer.hpp"
 #include "request_checks.hpp"
 #include "supervisor.hpp"
@@ -38,15 +38,15 @@ namespace kvtier::daemon {
 class Session;
 
 struct EngineAttachment {
-  shm::UniqueFd control_fd;   // for the client: its control segment
-  shm::UniqueFd doorbell_fd;  // for the client: eventfd it writes when the daemon sleeps
+  UniqueFd control_fd;   // for the client: its control segment
+  UniqueFd doorbell_fd;  // for the client: eventfd it writes when the daemon sleeps
   std::uint64_t control_bytes = 0;
 };
 
 struct PoolGrant {
-  shm::UniqueFd pool_fd;
+  UniqueFd pool_fd;
   std::uint64_t segment_bytes = 0;
-  shm::UniqueFd int8_fd;  // invalid when no int8 pool was asked for
+  UniqueFd int8_fd;  // invalid when no int8 pool was asked for
   std::uint64_t int8_segment_bytes = 0;
   std::uint32_t weight = 1;
 };

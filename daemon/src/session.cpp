@@ -105,7 +105,7 @@ Status Session::on_hello(wire::Hello::Reader hello) {
   const std::string_view name = text_of(hello.getClientName());
   if (auto ok = protocol::check_name("Hello.clientName", name); !ok) return ok;
   name_ = name.empty() ? "pid-" + std::to_string(peer_.pid) : std::string(name);
-  std::vector<shm::UniqueFd> fds;
+  std::vector<UniqueFd> fds;
   std::uint64_t control_bytes = 0;
   if (role_ == wire::SessionRole::ENGINE) {
     auto attached = server_.attach_engine(*this);
@@ -150,7 +150,7 @@ Status Session::on_register(wire::RegisterModel::Reader request) {
   registered.setPoolSlots(pool->ddr.slots);
   registered.setRowBytes(static_cast<std::uint32_t>(pool->ddr.row_bytes()));
   registered.setWeight(granted->weight);
-  std::vector<shm::UniqueFd> fds;
+  std::vector<UniqueFd> fds;
   fds.push_back(std::move(granted->pool_fd));
   if (pool->int8) {
     registered.setInt8SegmentBytes(granted->int8_segment_bytes);

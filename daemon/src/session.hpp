@@ -21,8 +21,8 @@
 #include "kvtier/kernels/kv_layout.hpp"
 #include "kvtier/protocol/control.capnp.h"
 #include "kvtier/protocol/framing.hpp"
+#include "kvtier/protocol/unique_fd.hpp"
 #include "kvtier/shm/pool_geometry.hpp"
-#include "kvtier/shm/unique_fd.hpp"
 #include "peer.hpp"
 
 namespace kvtier::daemon {
@@ -75,14 +75,14 @@ class Session : public std::enable_shared_from_this<Session> {
   Result<std::size_t> receive();
 
   // Queues a frame; `fds` travel with its first byte (SCM_RIGHTS) and are closed once sent.
-  void send(capnp::MessageBuilder& message, std::vector<shm::UniqueFd> fds = {});
+  void send(capnp::MessageBuilder& message, std::vector<UniqueFd> fds = {});
   void send_error(const Error& error);
   void write_next();
   void shutdown_after_writes();
 
   struct Outgoing {
     std::vector<std::byte> bytes;
-    std::vector<shm::UniqueFd> fds;
+    std::vector<UniqueFd> fds;
   };
 
   Server& server_;
@@ -100,7 +100,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::uint32_t next_sequence_ = 1;
   protocol::FrameDecoder decoder_;
   std::vector<std::byte> read_buffer_;
-  std::deque<shm::UniqueFd> received_fds_;  // sent with ExportSequence frames, taken in order
+  std::deque<UniqueFd> received_fds_;  // sent with ExportSequence frames, taken in order
   std::deque<Outgoing> outgoing_;
   bool writing_ = false;
   bool close_after_writes_ = false;

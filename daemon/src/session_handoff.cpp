@@ -24,7 +24,7 @@ Status Session::on_export(wire::ExportSequence::Reader request) {
   auto cache = request.getCache();
   // The fd came with this frame: take it before any check, so a refused export does not leave
   // it behind for the next one.
-  shm::UniqueFd fd;
+  UniqueFd fd;
   if (carries_fd(cache.getKind())) {
     if (received_fds_.empty()) {
       return make_error(Errc::kProtocol, "ExportSequence of a hostFd or cudaVmmFd buffer must carry its fd (SCM_RIGHTS)");
@@ -53,7 +53,7 @@ Status Session::on_export(wire::ExportSequence::Reader request) {
   entry.dtype = dtype_;
   entry.cache = std::make_shared<capnp::MallocMessageBuilder>();
   entry.cache->setRoot(cache);
-  entry.fd = std::make_shared<shm::UniqueFd>(std::move(fd));
+  entry.fd = std::make_shared<UniqueFd>(std::move(fd));
   server_.data_plane().export_sequence(
       client_id_, id, std::move(*t0), [self = shared_from_this(), id, entry = std::move(entry)](Status frozen) {
         if (self->state_ == State::kClosed) return;
@@ -106,9 +106,9 @@ Status Session::on_adopt(wire::AdoptSequence::Reader request) {
           return;
         }
         if (self->state_ == State::kClosed) return;  // the data plane fails the hand-off on detach
-        std::vector<shm::UniqueFd> fds;
+        std::vector<UniqueFd> fds;
         if (*fd) {
-          shm::UniqueFd copy(::fcntl(fd->get(), F_DUPFD_CLOEXEC, 0));
+          UniqueFd copy(::fcntl(fd->get(), F_DUPFD_CLOEXEC, 0));
           if (!copy) {
             self->server_.log().error("event=handoff_fd_dup_failed client_id={} errno={}", self->client_id_, errno);
             return self->close();  // the hand-off fails when the data plane sees the client gone

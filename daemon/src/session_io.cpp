@@ -75,7 +75,7 @@ Result<std::size_t> Session::receive() {
   return static_cast<std::size_t>(n);
 }
 
-void Session::send(capnp::MessageBuilder& message, std::vector<shm::UniqueFd> fds) {
+void Session::send(capnp::MessageBuilder& message, std::vector<UniqueFd> fds) {
   auto frame = protocol::encode_frame(message);
   if (!frame) {
     server_.log().error("event=encode_failed client_id={} {}", client_id_, to_string(frame.error()));

@@ -1,10 +1,11 @@
 // make_executor: the one place that knows which backends this build contains.
-// KVTIER_KERNELS_WITH_CUDA is a compile definition private to kvtier_kernels (0 or 1), set from
-// KVTIER_WITH_CUDA in kernels/CMakeLists.txt.
+// KVTIER_KERNELS_WITH_CUDA is a compile definition private to kvtier_kernels_factory (0 or 1), set
+// from KVTIER_WITH_CUDA in kernels/CMakeLists.txt.
+#include "kvtier/kernels/executor_factory.hpp"
+
 #include <memory>
 
 #include "cpu/cpu_executor.hpp"
-#include "kvtier/kernels/executor.hpp"
 
 #ifndef KVTIER_KERNELS_WITH_CUDA
 #error "KVTIER_KERNELS_WITH_CUDA must be defined by kernels/CMakeLists.txt"
@@ -14,15 +15,6 @@
 #endif
 
 namespace kvtier::kernels {
-std::string_view backend_name(Backend backend) noexcept {
-  switch (backend) {
-    case Backend::kCpu:
-      return "cpu";
-    case Backend::kCuda:
-      return "cuda";
-  }
-  return "unknown";
-}
 
 bool backend_built(Backend backend) noexcept {
   switch (backend) {

@@ -1,9 +1,10 @@
 #include "kvtier/shm/control_segment.hpp"
 
-#include <cassert>
 #include <cstring>
 #include <new>
 #include <string>
+
+#include "kvtier/protocol/check.hpp"
 
 namespace kvtier::shm {
 namespace {
@@ -54,7 +55,7 @@ Result<ControlLayout> ControlLayout::from_block(const ControlBlock& block,
                                            std::to_string(kMaxRingCapacity) + "]");
   }
   auto expected = make(block.score_capacity, block.plan_capacity);
-  assert(expected);
+  KVTIER_CHECK(expected.has_value(), "a validated control block has no layout");
   const ControlBlock& want = expected->block();
   for (auto check : {
            check_field("score_record_bytes", block.score_record_bytes, want.score_record_bytes),
@@ -98,7 +99,8 @@ Result<ControlLayout> read_control_layout(std::span<const std::byte> segment) {
 }
 
 DaemonRings daemon_rings(const Segment& segment, const ControlLayout& layout) {
-  assert(segment.kind() == SegmentKind::kControl && segment.size() >= layout.bytes());
+  KVTIER_CHECK(segment.kind() == SegmentKind::kControl && segment.size() >= layout.bytes(),
+               "not a control segment, or smaller than its layout");
   const ControlBlock& block = layout.block();
   const auto bytes = segment.bytes();
   return DaemonRings{

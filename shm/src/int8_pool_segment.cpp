@@ -1,15 +1,15 @@
 #include "kvtier/shm/int8_pool_segment.hpp"
 
-#include <cassert>
 #include <string>
 
+#include "kvtier/protocol/check.hpp"
 #include "pool_block.hpp"
 
 namespace kvtier::shm {
 
 Result<Segment> create_int8_pool_segment(std::string name, const Int8PoolGeometry& geometry,
                                          std::uint64_t epoch, std::uint32_t client_id) {
-  assert(geometry.total_bytes() <= kMaxPoolBytes);
+  KVTIER_CHECK(geometry.total_bytes() <= kMaxPoolBytes, "int8 pool geometry beyond kMaxPoolBytes");
   return detail::create_block_segment<Int8PoolBlock>(std::move(name), SegmentKind::kInt8Pool, geometry,
                                                      int8_pool_payload_bytes(geometry), epoch, client_id);
 }
@@ -23,12 +23,14 @@ Result<Int8PoolView> Int8PoolView::validate(std::span<std::byte> segment) {
 }
 
 Int8PoolView Int8PoolView::trusted(std::span<std::byte> segment, const Int8PoolGeometry& geometry) noexcept {
-  assert(segment.size() >= kPoolRowsOffset + geometry.total_bytes());
+  KVTIER_CHECK(segment.size() >= kPoolRowsOffset + geometry.total_bytes(),
+               "int8 pool segment smaller than its geometry");
   return Int8PoolView(segment.subspan(kPoolRowsOffset, geometry.total_bytes()), geometry);
 }
 
 std::span<std::byte> Int8PoolView::block(std::uint32_t layer, std::uint32_t block) const noexcept {
-  assert(layer < geometry_.num_layers && block < geometry_.blocks);
+  KVTIER_CHECK(layer < geometry_.num_layers && block < geometry_.blocks,
+               "int8 pool layer or block out of range");
   return rows_.subspan(geometry_.block_offset(layer, block), geometry_.block_bytes());
 }
 

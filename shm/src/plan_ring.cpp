@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cassert>
 #include <cstring>
 #include <string>
 
+#include "kvtier/protocol/check.hpp"
 #include "ring_common.hpp"
 
 #include "futex.hpp"
@@ -14,10 +14,11 @@ namespace kvtier::shm {
 namespace {
 
 PlanRingHeader* ring_header(std::span<std::byte> ring, std::uint32_t capacity) noexcept {
-  assert(is_valid_ring_capacity(capacity));
-  assert(ring.size() >= plan_ring_bytes(capacity));
-  assert(reinterpret_cast<std::uintptr_t>(ring.data()) % kCacheLine == 0);
-  (void)capacity;
+  KVTIER_CHECK(is_valid_ring_capacity(capacity), "plan ring capacity not a valid power of two");
+  KVTIER_CHECK(ring.size() >= plan_ring_bytes(capacity),
+               "plan ring span smaller than its capacity");
+  KVTIER_CHECK(reinterpret_cast<std::uintptr_t>(ring.data()) % kCacheLine == 0,
+               "plan ring not cache-line aligned");
   return reinterpret_cast<PlanRingHeader*>(ring.data());
 }
 
@@ -52,9 +53,11 @@ PlanProducer::PlanProducer(std::span<std::byte> ring, std::uint32_t capacity) no
 }
 
 bool PlanProducer::push(const PlanRecord& record) noexcept {
-  assert(record.move_count <= kMovesPerRecord);
-  assert(record.epoch >= 1);
-  assert(open_epoch_ == 0 ? record.epoch > published_epoch_ : record.epoch == open_epoch_);
+  KVTIER_CHECK(record.move_count <= kMovesPerRecord,
+               "plan record move_count beyond kMovesPerRecord");
+  KVTIER_CHECK(record.epoch >= 1, "plan record epoch 0");
+  KVTIER_CHECK(open_epoch_ == 0 ? record.epoch > published_epoch_ : record.epoch == open_epoch_,
+               "plan record epoch neither new nor the open one");
   if (write_ - read_cache_ >= capacity_) {
     read_cache_ = header_->consumer.read.load(std::memory_order_acquire);
     if (write_ - read_cache_ >= capacity_) return false;
@@ -184,13 +187,15 @@ bool PlanConsumer::wait(std::chrono::nanoseconds timeout) noexcept {
 }
 
 bool PlanConsumer::ack(std::uint64_t epoch) noexcept {
-  assert(epoch >= header_->consumer.acked_epoch.load(std::memory_order_relaxed));
+  KVTIER_CHECK(epoch >= header_->consumer.acked_epoch.load(std::memory_order_relaxed),
+               "ack() of an epoch below the acked one");
   header_->consumer.acked_epoch.store(epoch, std::memory_order_seq_cst);
   return claim_wake(header_->producer.producer_waiting);
 }
 
 bool PlanConsumer::fail(std::uint64_t epoch) noexcept {
-  assert(epoch >= header_->consumer.failed_epoch.load(std::memory_order_relaxed));
+  KVTIER_CHECK(epoch >= header_->consumer.failed_epoch.load(std::memory_order_relaxed),
+               "fail() of an epoch below the failed one");
   header_->consumer.failed_epoch.store(epoch, std::memory_order_seq_cst);
   return claim_wake(header_->producer.producer_waiting);
 }

@@ -1,15 +1,15 @@
 #include "kvtier/shm/pool_segment.hpp"
 
-#include <cassert>
 #include <string>
 
+#include "kvtier/protocol/check.hpp"
 #include "pool_block.hpp"
 
 namespace kvtier::shm {
 
 Result<Segment> create_pool_segment(std::string name, const PoolGeometry& geometry,
                                     std::uint64_t epoch, std::uint32_t client_id) {
-  assert(geometry.total_bytes() <= kMaxPoolBytes);
+  KVTIER_CHECK(geometry.total_bytes() <= kMaxPoolBytes, "pool geometry beyond kMaxPoolBytes");
   return detail::create_block_segment<PoolBlock>(std::move(name), SegmentKind::kPool, geometry,
                                                  pool_payload_bytes(geometry), epoch, client_id);
 }
@@ -23,12 +23,13 @@ Result<PoolView> PoolView::validate(std::span<std::byte> segment) {
 }
 
 PoolView PoolView::trusted(std::span<std::byte> segment, const PoolGeometry& geometry) noexcept {
-  assert(segment.size() >= kPoolRowsOffset + geometry.total_bytes());
+  KVTIER_CHECK(segment.size() >= kPoolRowsOffset + geometry.total_bytes(),
+               "pool segment smaller than its geometry");
   return PoolView(segment.subspan(kPoolRowsOffset, geometry.total_bytes()), geometry);
 }
 
 std::span<std::byte> PoolView::layer(std::uint32_t layer) const noexcept {
-  assert(layer < geometry_.num_layers);
+  KVTIER_CHECK(layer < geometry_.num_layers, "pool layer out of range");
   return rows_.subspan(layer * geometry_.layer_stride(), geometry_.layer_stride());
 }
 

@@ -2,20 +2,21 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cassert>
 #include <cstring>
 #include <string>
 
+#include "kvtier/protocol/check.hpp"
 #include "ring_common.hpp"
 
 namespace kvtier::shm {
 namespace {
 
 ScoreRingHeader* ring_header(std::span<std::byte> ring, std::uint32_t capacity) noexcept {
-  assert(is_valid_ring_capacity(capacity));
-  assert(ring.size() >= score_ring_bytes(capacity));
-  assert(reinterpret_cast<std::uintptr_t>(ring.data()) % kCacheLine == 0);
-  (void)capacity;
+  KVTIER_CHECK(is_valid_ring_capacity(capacity), "score ring capacity not a valid power of two");
+  KVTIER_CHECK(ring.size() >= score_ring_bytes(capacity),
+               "score ring span smaller than its capacity");
+  KVTIER_CHECK(reinterpret_cast<std::uintptr_t>(ring.data()) % kCacheLine == 0,
+               "score ring not cache-line aligned");
   return reinterpret_cast<ScoreRingHeader*>(ring.data());
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kvtier/kernels/executor.hpp"
+#include "kvtier/kernels/executor_factory.hpp"
 #include "random_bytes.hpp"
 
 namespace kvtier::kernels::cuda {

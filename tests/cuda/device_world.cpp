@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cuda_test_support.hpp"
+#include "kvtier/kernels/executor_factory.hpp"
 
 namespace kvtier::kernels::cuda::testing {
 

@@ -4,6 +4,7 @@
 
 #include "kvtier/kernels/cuda/device.hpp"
 #include "kvtier/kernels/executor.hpp"
+#include "kvtier/kernels/executor_factory.hpp"
 
 namespace kvtier::kernels {
 namespace {

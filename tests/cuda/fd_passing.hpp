@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kvtier/kernels/cuda/owned_fd.hpp"
 #include "kvtier/protocol/error.hpp"
+#include "kvtier/protocol/unique_fd.hpp"
 
 namespace kvtier::kernels::cuda::testing {
 
@@ -49,7 +49,7 @@ inline Status send_offer(int socket, const VmmOffer& offer, int fd) {
 }
 
 // Receives one offer and the fd that came with it (owned by the result; close-on-exec).
-inline Result<OwnedFd> receive_offer(int socket, VmmOffer& offer) {
+inline Result<UniqueFd> receive_offer(int socket, VmmOffer& offer) {
   iovec data{&offer, sizeof(offer)};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr message{};
@@ -66,7 +66,7 @@ inline Result<OwnedFd> receive_offer(int socket, VmmOffer& offer) {
     if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
     int fd = -1;
     std::memcpy(&fd, CMSG_DATA(h), sizeof(int));
-    return OwnedFd(fd);
+    return UniqueFd(fd);
   }
   return make_error(Errc::kProtocol, "recvmsg(SCM_RIGHTS): no fd came with the offer");
 }

@@ -11,13 +11,13 @@ namespace kvtier::kernels::cuda::testing {
 namespace {
 
 struct SocketPair {
-  OwnedFd a, b;
+  UniqueFd a, b;
 };
 
 SocketPair socket_pair() {
   int ends[2] = {-1, -1};
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) return {};
-  return {OwnedFd(ends[0]), OwnedFd(ends[1])};
+  return {UniqueFd(ends[0]), UniqueFd(ends[1])};
 }
 
 TEST(FdPassing, AnOfferArrivesWithAWorkingCloseOnExecFd) {
@@ -25,7 +25,7 @@ TEST(FdPassing, AnOfferArrivesWithAWorkingCloseOnExecFd) {
   ASSERT_TRUE(sockets.a.valid());
   int pipe_ends[2] = {-1, -1};
   ASSERT_EQ(::pipe2(pipe_ends, O_CLOEXEC), 0);
-  const OwnedFd read_end(pipe_ends[0]), write_end(pipe_ends[1]);
+  const UniqueFd read_end(pipe_ends[0]), write_end(pipe_ends[1]);
 
   const VmmOffer sent{1234, 7, 2 << 20, 99};
   ASSERT_TRUE(send_offer(sockets.a.get(), sent, write_end.get()));

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   using namespace kvtier::kernels::cuda;
   namespace support = kvtier::kernels::cuda::testing;
   if (argc != 2) return fail("usage: kvtier_vmm_peer SOCKET_FD");
-  const OwnedFd socket(std::atoi(argv[1]));
+  const kvtier::UniqueFd socket(std::atoi(argv[1]));
   if (auto n = device_count(); !n) {
     std::fprintf(stderr, "kvtier_vmm_peer: %s\n", n.error().message.c_str());
     return 77;

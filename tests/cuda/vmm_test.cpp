@@ -44,7 +44,7 @@ std::string peer_path() {
 // The peer, running with the other end of a socketpair; `socket` is this process's end.
 struct Peer {
   pid_t pid = -1;
-  OwnedFd socket;
+  UniqueFd socket;
 };
 
 Result<Peer> spawn_peer() {
@@ -52,8 +52,8 @@ Result<Peer> spawn_peer() {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
     return os_error("socketpair");
   }
-  Peer peer{-1, OwnedFd(ends[0])};
-  const OwnedFd child_end(ends[1]);  // closed here once the peer has inherited it
+  Peer peer{-1, UniqueFd(ends[0])};
+  const UniqueFd child_end(ends[1]);  // closed here once the peer has inherited it
   if (::fcntl(child_end.get(), F_SETFD, 0) != 0) return os_error("fcntl(child end)");
   std::string path = peer_path(), fd_text = std::to_string(child_end.get());
   char* argv[] = {path.data(), fd_text.data(), nullptr};
@@ -131,7 +131,7 @@ TEST_F(VmmIpcTest, OpeningAClosedFdFailsWithAReasonAndLeavesCudaUsable) {
 }
 
 TEST_F(VmmIpcTest, OpeningAnFdThatIsNoCudaExportFailsNamingTheDriverCall) {
-  const OwnedFd not_cuda(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  const UniqueFd not_cuda(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   ASSERT_TRUE(not_cuda.valid());
   VmmBufferCache cache(make_cuda_vmm_opener());
   const auto opened = cache.open(VmmBufferKey{1, 1}, not_cuda.get(), 2 << 20);
@@ -168,7 +168,7 @@ TEST(VmmIpc, WithoutADeviceEveryCallSaysNoCudaDevice) {
   const auto exported = export_vmm_buffer(0x1000, 2 << 20);
   ASSERT_FALSE(exported);
   EXPECT_TRUE(starts_with(exported.error().message, "no CUDA device: "));
-  const OwnedFd fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  const UniqueFd fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   ASSERT_TRUE(fd.valid());
   const auto opened = make_cuda_vmm_opener()->open(fd.get(), 2 << 20);
   ASSERT_FALSE(opened);

@@ -4,14 +4,14 @@
 
 #include <string>
 
-#include "contract.hpp"
+#include "kvtier/protocol/check.hpp"
 
 namespace kvtier::tier {
 
 BlockSlotAllocator::BlockSlotAllocator(std::uint32_t blocks, std::uint32_t group)
     : blocks_(blocks), group_(group) {
-  detail::require(group >= 1, "BlockSlotAllocator: group must be >= 1");
-  detail::require(std::uint64_t{blocks} * group < 0xFFFFFFFFull,
+  KVTIER_CHECK(group >= 1, "BlockSlotAllocator: group must be >= 1");
+  KVTIER_CHECK(std::uint64_t{blocks} * group < 0xFFFFFFFFull,
                   "BlockSlotAllocator: blocks * group must be below 2^32 - 1");
   free_.reserve(blocks);
   for (std::uint32_t block = blocks; block > 0; --block) free_.push_back(block - 1);
@@ -20,7 +20,7 @@ BlockSlotAllocator::BlockSlotAllocator(std::uint32_t blocks, std::uint32_t group
 }
 
 std::optional<std::uint32_t> BlockSlotAllocator::allocate_block(std::uint32_t rows) {
-  detail::require(rows >= 1 && rows <= group_, "allocate_block(): rows outside [1, group]");
+  KVTIER_CHECK(rows >= 1 && rows <= group_, "allocate_block(): rows outside [1, group]");
   if (free_.empty()) return std::nullopt;
   const std::uint32_t block = free_.back();
   free_.pop_back();

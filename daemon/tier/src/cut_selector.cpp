@@ -6,7 +6,7 @@
 #include <array>
 #include <cstddef>
 
-#include "contract.hpp"
+#include "kvtier/protocol/check.hpp"
 
 namespace kvtier::tier {
 namespace {
@@ -22,7 +22,7 @@ std::uint32_t find_digit(const std::array<std::uint32_t, N>& hist, std::uint32_t
     if (rank < hist[d]) return d;
     rank -= hist[d];
   }
-  detail::contract_failed("cut rank beyond the gathered bucket");
+  KVTIER_FAIL("cut rank beyond the gathered bucket");
 }
 
 // Exact cut inside one top-level bucket. `items` are that bucket's (key << 32 | index)
@@ -50,7 +50,7 @@ CutPoint refine(std::span<const std::uint64_t> items, std::uint32_t rank) {
       return CutPoint{key, static_cast<std::uint32_t>(item)};
     }
   }
-  detail::contract_failed("cut element not found in its bucket");
+  KVTIER_FAIL("cut element not found in its bucket");
 }
 
 }  // namespace
@@ -59,8 +59,8 @@ CutSelector::CutSelector() : histogram_(kBuckets) {}
 
 std::uint32_t CutSelector::count(std::span<const float> scores,
                                  std::span<const std::uint8_t> tiers, std::uint8_t tier_mask) {
-  detail::require(tiers.empty() || tiers.size() == scores.size(), "tiers/scores size mismatch");
-  detail::require(scores.size() < kAboveAll, "2^32 - 1 or more scores");
+  KVTIER_CHECK(tiers.empty() || tiers.size() == scores.size(), "tiers/scores size mismatch");
+  KVTIER_CHECK(scores.size() < kAboveAll, "2^32 - 1 or more scores");
   scores_ = scores;
   tiers_ = tiers;
   tier_mask_ = tier_mask;
@@ -100,13 +100,13 @@ std::uint32_t CutSelector::count(std::span<const float> scores,
     histogram_[b] = h0[b] + h1[b] + h2[b] + h3[b];
     total += histogram_[b];
   }
-  detail::require(total <= 0xFFFFFFFFu, "more than 2^32 included elements");
+  KVTIER_CHECK(total <= 0xFFFFFFFFu, "more than 2^32 included elements");
   included_ = static_cast<std::uint32_t>(total);
   return included_;
 }
 
 void CutSelector::cuts(std::span<const std::uint32_t> ranks, std::span<CutPoint> out) {
-  detail::require(ranks.size() == out.size(), "ranks/out size mismatch");
+  KVTIER_CHECK(ranks.size() == out.size(), "ranks/out size mismatch");
 
   // Locate every rank's top-level bucket; distinct boundary buckets get a gather list each.
   constexpr std::uint8_t kNone = 0xFF;
@@ -115,7 +115,7 @@ void CutSelector::cuts(std::span<const std::uint32_t> ranks, std::span<CutPoint>
   std::vector<std::uint32_t> rank_bucket(ranks.size());   // kAboveAll for rank == n
   std::vector<std::uint32_t> rank_rest(ranks.size());     // rank inside its bucket
   for (std::size_t j = 0; j < ranks.size(); ++j) {
-    detail::require(ranks[j] <= included_, "cut rank beyond the included count");
+    KVTIER_CHECK(ranks[j] <= included_, "cut rank beyond the included count");
     if (ranks[j] == included_) {
       rank_bucket[j] = kAboveAll;
       continue;
@@ -126,7 +126,7 @@ void CutSelector::cuts(std::span<const std::uint32_t> ranks, std::span<CutPoint>
     rank_bucket[j] = b;
     rank_rest[j] = rest;
     if (list_of_bucket[b] == kNone) {
-      detail::require(list_bucket.size() < kNone, "too many cut ranks");
+      KVTIER_CHECK(list_bucket.size() < kNone, "too many cut ranks");
       list_of_bucket[b] = static_cast<std::uint8_t>(list_bucket.size());
       list_bucket.push_back(b);
     }

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "contract.hpp"
+#include "kvtier/protocol/check.hpp"
 
 namespace kvtier::tier {
 namespace {
@@ -135,8 +135,8 @@ PlanTransaction::~PlanTransaction() {
 Status PlanTransaction::commit(SlotMap& slots) { return commit(slots, nullptr); }
 
 Status PlanTransaction::commit(SlotMap& t1_map, SlotMap* t2_map) {
-  detail::require(open(), "commit() of a closed plan transaction");
-  detail::require(t2_map != nullptr || !touches_t2_, "commit() of a T2 plan without a T2 map");
+  KVTIER_CHECK(open(), "commit() of a closed plan transaction");
+  KVTIER_CHECK(t2_map != nullptr || !touches_t2_, "commit() of a T2 plan without a T2 map");
   Status first_error;
   const auto keep_first = [&first_error](Status status) {
     if (!status && first_error) first_error = std::move(status);
@@ -160,7 +160,7 @@ Status PlanTransaction::commit(SlotMap& t1_map, SlotMap* t2_map) {
 }
 
 Status PlanTransaction::rollback() {
-  detail::require(open(), "rollback() of a closed plan transaction");
+  KVTIER_CHECK(open(), "rollback() of a closed plan transaction");
   Status first_error;
   for (const PlannedMove& move : planned_) {
     if (move.destination_slot == kNoSlot) continue;

@@ -4,7 +4,8 @@
 
 #include <string>
 
-#include "contract.hpp"
+#include "kvtier/protocol/check.hpp"
+
 #include "policies.hpp"
 
 namespace kvtier::tier {
@@ -55,7 +56,7 @@ std::unique_ptr<const RankingPolicy> make_policy(PolicyKind kind) {
     case PolicyKind::kVase: return std::make_unique<detail::VasePolicy>();
     case PolicyKind::kRKv: return std::make_unique<detail::RKvPolicy>();
   }
-  detail::contract_failed("make_policy(): unknown policy");
+  KVTIER_FAIL("make_policy(): unknown policy");
 }
 
 namespace detail {

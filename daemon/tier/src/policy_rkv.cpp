@@ -4,7 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "contract.hpp"
+#include "kvtier/protocol/check.hpp"
+
 #include "policies.hpp"
 
 namespace kvtier::tier::detail {
@@ -164,14 +165,14 @@ std::vector<double> column_means(const RankingContext& ctx,
 std::span<const float> RKvPolicy::rank(const RankingContext& ctx,
                                        std::vector<float>& scratch) const {
   const std::size_t size = ctx.tiers.size();
-  require(ctx.recent.size() == size, "r_kv: recent attention missing from the ranking context");
+  KVTIER_CHECK(ctx.recent.size() == size, "r_kv: recent attention missing from the ranking context");
   scratch.assign(size, 0.0f);
   std::vector<std::uint32_t> cand;
   cand.reserve(ctx.candidates);
   for (std::size_t i = 0; i < size; ++i) {
     if (ctx.is_candidate(i)) cand.push_back(static_cast<std::uint32_t>(i));
   }
-  require(cand.size() == ctx.candidates, "r_kv: candidate count mismatch");
+  KVTIER_CHECK(cand.size() == ctx.candidates, "r_kv: candidate count mismatch");
   const std::size_t n = cand.size();
   if (n == 0) return scratch;
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "contract.hpp"
+#include "kvtier/protocol/check.hpp"
 #include "kvtier/tier/cut_selector.hpp"
 #include "policies.hpp"
 
@@ -25,7 +25,7 @@ std::uint32_t reserved_count(const RankingContext& ctx) {
 std::span<const float> VasePolicy::rank(const RankingContext& ctx,
                                         std::vector<float>& scratch) const {
   const std::size_t size = ctx.tiers.size();
-  require(ctx.recent.size() == size && ctx.value_ranges.size() == size,
+  KVTIER_CHECK(ctx.recent.size() == size && ctx.value_ranges.size() == size,
           "vase: features missing from the ranking context");
   scratch.resize(size);
 
@@ -37,7 +37,7 @@ std::span<const float> VasePolicy::rank(const RankingContext& ctx,
     CutSelector selector;
     const std::uint32_t n = selector.count(ctx.value_ranges, tier_bytes(ctx.tiers),
                                            ctx.candidate_mask);
-    require(n == ctx.candidates, "vase: candidate count mismatch");
+    KVTIER_CHECK(n == ctx.candidates, "vase: candidate count mismatch");
     const std::uint32_t rank = n - reserved;
     selector.cuts({&rank, 1}, {&cut, 1});
   }

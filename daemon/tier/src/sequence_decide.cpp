@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "budget.hpp"
-#include "contract.hpp"
+#include "kvtier/protocol/check.hpp"
 #include "kvtier/tier/cut_selector.hpp"
 #include "kvtier/tier/sequence_tiers.hpp"
 
@@ -127,7 +127,7 @@ SequenceTiers::MoveBuffer SequenceTiers::allocate_moves(std::size_t count) {
 }
 
 const Decision& SequenceTiers::decide() {
-  detail::require(!pending_.has_value(), "decide() while a decision is pending");
+  KVTIER_CHECK(!pending_.has_value(), "decide() while a decision is pending");
   const std::uint32_t first = managed_first();
   const std::uint32_t size = managed_last() - first;
   const float* scores = scores_.data() + first;
@@ -166,12 +166,12 @@ const Decision& SequenceTiers::decide() {
   ctx.step = step_;
   ctx.params = &params_;
   const std::span<const float> keys = policy_->rank(ctx, key_scratch_);
-  detail::require(keys.size() == size, "policy returned keys for a different range");
+  KVTIER_CHECK(keys.size() == size, "policy returned keys for a different range");
 
   CutSelector selector;
   const std::uint32_t counted =
       selector.count(keys, {reinterpret_cast<const std::uint8_t*>(tiers), size}, mask);
-  detail::require(counted == n, "candidate count disagrees with the tier counts");
+  KVTIER_CHECK(counted == n, "candidate count disagrees with the tier counts");
 
   // Below cut[0]: T3. Below cut[1] (and not below cut[0]): T1 in the plain split. cut[2] is
   // the highest plain-T1 survivor, needed only for hysteresis. cut[3], only when T2 is in play:
@@ -213,7 +213,7 @@ const Decision& SequenceTiers::decide() {
                         : classify_with<false, true>(int8, input, out))
                  : (all ? classify_with<true, false>(int8, input, out)
                         : classify_with<false, false>(int8, input, out));
-  detail::require(counts.evicted == budget.evict, "classify pass disagrees with the evict cut");
+  KVTIER_CHECK(counts.evicted == budget.evict, "classify pass disagrees with the evict cut");
   d.moves = {out, counts.moves};
   d.evict_count = counts.evicted;
   d.hysteresis_held = counts.held;

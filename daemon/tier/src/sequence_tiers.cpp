@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "contract.hpp"
+#include "kvtier/protocol/check.hpp"
 
 namespace kvtier::tier {
 namespace {
@@ -158,18 +158,18 @@ void SequenceTiers::end_step() {
 }
 
 void SequenceTiers::commit() {
-  detail::require(pending_.has_value(), "commit() without a pending decision");
+  KVTIER_CHECK(pending_.has_value(), "commit() without a pending decision");
   for (const TierMove& move : pending_->decision.moves) apply(move);
   pending_.reset();
 }
 
 void SequenceTiers::commit(std::span<const TierMove> accepted) {
-  detail::require(pending_.has_value(), "commit() without a pending decision");
+  KVTIER_CHECK(pending_.has_value(), "commit() without a pending decision");
   const std::span<const TierMove> proposed = pending_->decision.moves;
   std::size_t next = 0;
   for (const TierMove& move : accepted) {
     while (next < proposed.size() && !(proposed[next] == move)) ++next;
-    detail::require(next < proposed.size(), "commit(): accepted move was not proposed");
+    KVTIER_CHECK(next < proposed.size(), "commit(): accepted move was not proposed");
     ++next;
   }
   for (const TierMove& move : accepted) apply(move);
@@ -177,13 +177,13 @@ void SequenceTiers::commit(std::span<const TierMove> accepted) {
 }
 
 void SequenceTiers::rollback() {
-  detail::require(pending_.has_value(), "rollback() without a pending decision");
+  KVTIER_CHECK(pending_.has_value(), "rollback() without a pending decision");
   pending_.reset();
 }
 
 void SequenceTiers::apply(const TierMove& move) {
   Tier& tier = tiers_[move.position];
-  detail::require(tier == move.from, "move does not start at the committed tier");
+  KVTIER_CHECK(tier == move.from, "move does not start at the committed tier");
   --counts_[tier_index(move.from)];
   ++counts_[tier_index(move.to)];
   tier = move.to;
@@ -195,17 +195,17 @@ void SequenceTiers::apply(const TierMove& move) {
 }
 
 Tier SequenceTiers::tier_of(std::uint32_t position) const {
-  detail::require(position < length(), "tier_of(): position beyond length");
+  KVTIER_CHECK(position < length(), "tier_of(): position beyond length");
   return tiers_[position];
 }
 
 float SequenceTiers::score_of(std::uint32_t position) const {
-  detail::require(position < length(), "score_of(): position beyond length");
+  KVTIER_CHECK(position < length(), "score_of(): position beyond length");
   return scores_[position];
 }
 
 float SequenceTiers::recent_of(std::uint32_t position) const {
-  detail::require(position < length(), "recent_of(): position beyond length");
+  KVTIER_CHECK(position < length(), "recent_of(): position beyond length");
   const std::span<const float> recent = features_.recent(position, 1);
   return recent.empty() ? 0.0f : recent[0];
 }

@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "contract.hpp"
+#include "kvtier/protocol/check.hpp"
 #include "kvtier/tier/sequence_tiers.hpp"
 
 namespace kvtier::tier {
@@ -33,11 +33,11 @@ Result<ChainSimulation> simulate_chain(const TierParams& params, std::uint32_t p
   ChainSimulation sim;
   if (prompt > 0) {
     fill_row(prompt);
-    detail::require(seq.add_scores(0, row).has_value(), "simulate: prefill scores refused");
+    KVTIER_CHECK(seq.add_scores(0, row).has_value(), "simulate: prefill scores refused");
   }
   for (std::uint32_t t = 0; t < generated; ++t) {
     fill_row(prompt + t + 1);
-    detail::require(seq.add_scores(0, row).has_value(), "simulate: decode scores refused");
+    KVTIER_CHECK(seq.add_scores(0, row).has_value(), "simulate: decode scores refused");
     seq.end_step();
     if (seq.due()) {
       seq.decide();

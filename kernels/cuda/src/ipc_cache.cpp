@@ -1,13 +1,14 @@
 // IpcBufferCache: open once, reuse, close what was opened.
 #include "kvtier/kernels/cuda/ipc_cache.hpp"
 
-#include <cassert>
 #include <utility>
+
+#include "kvtier/protocol/check.hpp"
 
 namespace kvtier::kernels::cuda {
 
 IpcBufferCache::IpcBufferCache(std::unique_ptr<IpcOpener> opener) : opener_(std::move(opener)) {
-  assert(opener_ != nullptr);
+  KVTIER_CHECK(opener_ != nullptr, "IpcBufferCache needs an opener");
 }
 
 IpcBufferCache::~IpcBufferCache() { clear(); }

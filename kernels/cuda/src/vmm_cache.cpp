@@ -1,14 +1,15 @@
 // VmmBufferCache: map once, reuse, unmap what was mapped.
 #include "kvtier/kernels/cuda/vmm_cache.hpp"
 
-#include <cassert>
 #include <string>
 #include <utility>
+
+#include "kvtier/protocol/check.hpp"
 
 namespace kvtier::kernels::cuda {
 
 VmmBufferCache::VmmBufferCache(std::unique_ptr<VmmOpener> opener) : opener_(std::move(opener)) {
-  assert(opener_ != nullptr);
+  KVTIER_CHECK(opener_ != nullptr, "VmmBufferCache needs an opener");
 }
 
 VmmBufferCache::~VmmBufferCache() { clear(); }

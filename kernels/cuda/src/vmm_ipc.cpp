@@ -61,7 +61,7 @@ Result<VmmExport> export_vmm_buffer(std::uintptr_t device_address, std::size_t b
   int fd = -1;
   KVTIER_CU_CHECK(api, cuMemExportToShareableHandle, &fd, handle,
                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-  VmmExport exported{OwnedFd(fd), bytes};
+  VmmExport exported{UniqueFd(fd), bytes};
   // Keep the fd out of processes this one spawns: only SCM_RIGHTS should carry it.
   if (const int flags = ::fcntl(fd, F_GETFD);
       flags < 0 || ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) {

@@ -2,8 +2,9 @@
 // bit-equal outputs.
 #include "kvtier/toy/toy_model.hpp"
 
+#include "kvtier/protocol/check.hpp"
+
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <string>
 
@@ -68,10 +69,12 @@ Error invalid(std::string message) {
 }  // namespace
 
 ToyModel::ToyModel(const ToyConfig& config, std::uint64_t seed) : config_(config) {
-  assert(config.num_layers > 0 && config.num_q_heads > 0 && config.num_kv_heads > 0);
-  assert(config.num_q_heads % config.num_kv_heads == 0);
-  assert(config.head_dim > 0 && config.head_dim % 2 == 0);
-  assert(config.max_slots > 0 && config.vocab_size > 0);
+  KVTIER_CHECK(config.num_layers > 0 && config.num_q_heads > 0 && config.num_kv_heads > 0,
+               "toy model needs layers and heads");
+  KVTIER_CHECK(config.num_q_heads % config.num_kv_heads == 0,
+               "query heads must be a multiple of KV heads");
+  KVTIER_CHECK(config.head_dim > 0 && config.head_dim % 2 == 0, "head_dim must be even (RoPE)");
+  KVTIER_CHECK(config.max_slots > 0 && config.vocab_size > 0, "toy model needs slots and a vocab");
   Random random(seed);
   const std::size_t dm = config.model_dim();
   const std::size_t kv_dim = std::size_t{config.num_kv_heads} * config.head_dim;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kvtier/kernels/executor.hpp"
+#include "kvtier/kernels/executor_factory.hpp"
 
 namespace kvtier::kernels {
 namespace {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kvtier/kernels/executor.hpp"
+#include "kvtier/kernels/executor_factory.hpp"
 #include "kvtier/toy/pool_tier.hpp"
 #include "kvtier/toy/toy_model.hpp"
 

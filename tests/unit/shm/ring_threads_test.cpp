@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <thread>
 
+#include "kvtier/protocol/unique_fd.hpp"
 #include "kvtier/shm/plan_ring.hpp"
 #include "kvtier/shm/score_ring.hpp"
-#include "kvtier/shm/unique_fd.hpp"
 #include "shm_test_support.hpp"
 
 namespace kvtier::shm {

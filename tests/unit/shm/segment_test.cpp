@@ -8,7 +8,7 @@
 
 #include <cerrno>
 
-#include "kvtier/shm/unique_fd.hpp"
+#include "kvtier/protocol/unique_fd.hpp"
 #include "shm_test_support.hpp"
 
 namespace kvtier::shm {

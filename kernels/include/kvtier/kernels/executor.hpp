@@ -158,12 +158,4 @@ class CopyExecutor {
   CopyExecutor() = default;
 };
 
-// True when the backend was compiled into this build (kCpu always).
-bool backend_built(Backend backend) noexcept;
-
-// A new executor of the given backend, not yet initialized. kUnavailable with the reason when
-// the backend was not built (or cannot run here). The only place that knows whether CUDA was
-// built.
-Result<std::unique_ptr<CopyExecutor>> make_executor(Backend backend);
-
 }  // namespace kvtier::kernels

@@ -1,8 +1,9 @@
 // kvtier error vocabulary shared by every module, the wire protocol and the C ABI.
 //
 // What can fail because of the OS, a peer or input returns kvtier::Result<T>; broken internal
-// invariants assert instead. The numeric values of Errc are part of the protocol (Error replies
-// carry them) and of the C ABI (kvtier_status mirrors them): append only, never renumber.
+// invariants fail a KVTIER_CHECK (check.hpp) instead. The numeric values of Errc are part of the
+// protocol (Error replies carry them) and of the C ABI (kvtier_status mirrors them): append only,
+// never renumber.
 // Thread-safety: plain values.
 #pragma once
 

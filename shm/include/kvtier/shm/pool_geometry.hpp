@@ -12,10 +12,10 @@
 // Thread-safety: plain value. Values obtained from make_pool_geometry() never overflow.
 #pragma once
 
-#include <cassert>
 #include <cstdint>
 #include <type_traits>
 
+#include "kvtier/protocol/check.hpp"
 #include "kvtier/protocol/error.hpp"
 
 namespace kvtier::shm {
@@ -43,7 +43,7 @@ struct PoolGeometry {
   // Offset of row (layer, slot) from the start of the rows region.
   // Precondition: layer < num_layers, slot < slots.
   constexpr std::uint64_t row_offset(std::uint32_t layer, std::uint32_t slot) const noexcept {
-    assert(layer < num_layers && slot < slots);
+    KVTIER_CHECK(layer < num_layers && slot < slots, "row_offset() beyond the geometry");
     return layer * layer_stride() + std::uint64_t{slot} * row_bytes();
   }
   friend constexpr bool operator==(const PoolGeometry&, const PoolGeometry&) = default;

@@ -23,9 +23,9 @@
 #include <memory>
 
 #include "kvtier/kernels/cuda/ipc_cache.hpp"
-#include "kvtier/kernels/cuda/owned_fd.hpp"
 #include "kvtier/kernels/cuda/vmm_cache.hpp"
 #include "kvtier/protocol/error.hpp"
+#include "kvtier/protocol/unique_fd.hpp"
 
 namespace kvtier::kernels::cuda {
 
@@ -42,7 +42,7 @@ std::unique_ptr<IpcOpener> make_cuda_ipc_opener();
 // A VMM allocation exported as a POSIX fd: send `fd` (SCM_RIGHTS) with `bytes` and the
 // VmmBufferKey the exporter chose; the receiver passes both to VmmBufferCache::open.
 struct VmmExport {
-  OwnedFd fd;             // close-on-exec; closing it does not affect mappings made from it
+  UniqueFd fd;            // close-on-exec; closing it does not affect mappings made from it
   std::size_t bytes = 0;  // the allocation's size
 };
 

@@ -1,5 +1,5 @@
-// OwnedFd: the one owner of an fd closes it on destruction and reset, and moves hand it over.
-#include "kvtier/kernels/cuda/owned_fd.hpp"
+// UniqueFd: the one owner of an fd closes it on destruction and reset, and moves hand it over.
+#include "kvtier/protocol/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 
 #include <utility>
 
-namespace kvtier::kernels::cuda {
+namespace kvtier {
 namespace {
 
 bool is_open(int fd) { return ::fcntl(fd, F_GETFD) >= 0; }
@@ -20,19 +20,19 @@ int fresh_fd() {
   return ends[0];
 }
 
-TEST(OwnedFd, ClosesItsFdOnDestruction) {
+TEST(UniqueFd, ClosesItsFdOnDestruction) {
   const int fd = fresh_fd();
   ASSERT_GE(fd, 0);
-  { OwnedFd owner(fd); }
+  { UniqueFd owner(fd); }
   EXPECT_FALSE(is_open(fd));
 }
 
-TEST(OwnedFd, AMoveHandsOwnershipOver) {
+TEST(UniqueFd, AMoveHandsOwnershipOver) {
   const int fd = fresh_fd();
   ASSERT_GE(fd, 0);
-  OwnedFd target;
+  UniqueFd target;
   {
-    OwnedFd source(fd);
+    UniqueFd source(fd);
     target = std::move(source);
     EXPECT_FALSE(source.valid());  // NOLINT(bugprone-use-after-move): the
                                    // contract under test
@@ -41,26 +41,26 @@ TEST(OwnedFd, AMoveHandsOwnershipOver) {
   EXPECT_EQ(target.get(), fd);
 }
 
-TEST(OwnedFd, ReleaseGivesUpOwnershipWithoutClosing) {
+TEST(UniqueFd, ReleaseGivesUpOwnershipWithoutClosing) {
   const int fd = fresh_fd();
   ASSERT_GE(fd, 0);
   {
-    OwnedFd owner(fd);
+    UniqueFd owner(fd);
     EXPECT_EQ(owner.release(), fd);
   }
   EXPECT_TRUE(is_open(fd));
   ::close(fd);
 }
 
-TEST(OwnedFd, ResetClosesTheOldFdAndOwnsTheNewOne) {
+TEST(UniqueFd, ResetClosesTheOldFdAndOwnsTheNewOne) {
   const int first = fresh_fd(), second = fresh_fd();
   ASSERT_GE(first, 0);
   ASSERT_GE(second, 0);
-  OwnedFd owner(first);
+  UniqueFd owner(first);
   owner.reset(second);
   EXPECT_FALSE(is_open(first));
   EXPECT_EQ(owner.get(), second);
 }
 
 }  // namespace
-}  // namespace kvtier::kernels::cuda
+}  // namespace kvtier

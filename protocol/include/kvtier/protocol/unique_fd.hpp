@@ -1,10 +1,12 @@
-// UniqueFd: the single owner of a file descriptor; closes it on destruction.
+// UniqueFd: the single owner of a file descriptor; closes it on destruction. The one fd owner of
+// every module (shm segments, sockets, cuMem POSIX-fd exports in kernels/cuda), so it lives in
+// the base target kvtier_error beside Result.
 // Thread-safety: like any value; one owner, moved not shared.
 #pragma once
 
 #include "kvtier/protocol/error.hpp"
 
-namespace kvtier::shm {
+namespace kvtier {
 
 class UniqueFd {
  public:
@@ -38,4 +40,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace kvtier::shm
+}  // namespace kvtier

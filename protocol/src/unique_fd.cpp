@@ -1,9 +1,10 @@
-#include "kvtier/shm/unique_fd.hpp"
+// UniqueFd (unique_fd.hpp).
+#include "kvtier/protocol/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
 
-namespace kvtier::shm {
+namespace kvtier {
 
 Result<UniqueFd> UniqueFd::duplicate(int fd) {
   const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -19,4 +20,4 @@ void UniqueFd::reset(int fd) noexcept {
   fd_ = fd;
 }
 
-}  // namespace kvtier::shm
+}  // namespace kvtier
