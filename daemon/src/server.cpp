@@ -89,6 +89,10 @@ void Server::on_accept(asio::local::stream_protocol::socket socket) {
     log_.warn("event=peer_credentials_failed {}", to_string(peer.error()));
     return;
   }
+  // Counted before this one joins: connections still waiting for their Hello.
+  const auto pending = static_cast<std::size_t>(std::count_if(clients_.begin(), clients_.end(), [](const auto& entry) {
+    return entry.second.session && !entry.second.closed && entry.second.session->awaiting_hello();
+  }));
   const std::uint32_t id = next_client_id_++;
   ClientRecord record;
   record.peer = *peer;
@@ -99,6 +103,14 @@ void Server::on_accept(asio::local::stream_protocol::socket socket) {
   record.session = std::make_shared<Session>(*this, std::move(socket), *peer, id);
   auto session = record.session;
   clients_.emplace(id, std::move(record));
+  if (pending >= config_.limits.max_pending_connections) {
+    // Told why, then closed; it held nothing, so its record goes with the session.
+    session->fail(Error{Errc::kLimitExceeded, std::to_string(pending) +
+                                                  " connections are waiting to send Hello, limit "
+                                                  "limits.max_pending_connections=" +
+                                                  std::to_string(config_.limits.max_pending_connections)});
+    return;
+  }
   session->start();
 }
 

@@ -29,12 +29,23 @@ Session::Session(Server& server, asio::local::stream_protocol::socket socket, Pe
                  std::uint32_t client_id)
     : server_(server),
       socket_(std::move(socket)),
+      hello_timer_(socket_.get_executor()),
       peer_(peer),
       client_id_(client_id),
       decoder_(server.config().limits.max_frame_bytes),
       read_buffer_(kReadChunk) {}
 
-void Session::start() { read_some(); }
+void Session::start() {
+  const std::uint32_t timeout_ms = server_.config().limits.hello_timeout_ms;
+  hello_timer_.expires_after(std::chrono::milliseconds(timeout_ms));
+  hello_timer_.async_wait([self = shared_from_this(), timeout_ms](std::error_code ec) {
+    // Cancelled (Hello came, or closed), or already going (a version mismatch was answered).
+    if (ec || self->state_ != State::kAwaitHello || self->close_after_writes_) return;
+    self->fail(Error{Errc::kLimitExceeded,
+                     "no Hello within limits.hello_timeout_ms=" + std::to_string(timeout_ms)});
+  });
+  read_some();
+}
 
 void Session::on_frame(protocol::FrameWords frame) {
   auto message = protocol::read_message(std::move(frame));
@@ -115,6 +126,7 @@ Status Session::on_hello(wire::Hello::Reader hello) {
     fds.push_back(std::move(attached->doorbell_fd));
   }
   state_ = State::kReady;
+  hello_timer_.cancel();
   capnp::MallocMessageBuilder reply;
   auto welcome = reply.initRoot<wire::DaemonMessage>().initWelcome();
   welcome.setProtocolMajor(protocol::kProtocolMajor);
@@ -230,6 +242,7 @@ void Session::fail(const Error& error) {
 void Session::close() {
   if (state_ == State::kClosed) return;
   state_ = State::kClosed;
+  hello_timer_.cancel();
   std::error_code ignored;
   socket_.shutdown(asio::socket_base::shutdown_both, ignored);
   socket_.close(ignored);

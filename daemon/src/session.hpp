@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <asio/local/stream_protocol.hpp>
+#include <asio/steady_timer.hpp>
 #include <capnp/message.h>
 
 #include "kvtier/kernels/kv_layout.hpp"
@@ -33,6 +34,8 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Server& server, asio::local::stream_protocol::socket socket, PeerCredentials peer, std::uint32_t client_id);
 
+  // Starts reading; a peer that has not sent Hello within limits.hello_timeout_ms gets an
+  // error and is closed.
   void start();
   // Sends an ErrorReply (when the socket still works) and closes; the Server reclaims the
   // client's resources once its process is gone.
@@ -44,6 +47,8 @@ class Session : public std::enable_shared_from_this<Session> {
   const PeerCredentials& peer() const { return peer_; }
   const std::string& name() const { return name_; }
   bool is_engine() const { return role_ == wire::SessionRole::ENGINE; }
+  // Connected, no Hello yet (counts against limits.max_pending_connections).
+  bool awaiting_hello() const { return state_ == State::kAwaitHello; }
   const std::optional<shm::PoolGeometry>& geometry() const { return geometry_; }
   const std::string& model_name() const { return model_name_; }
   wire::KvDtype dtype() const { return dtype_; }
@@ -87,6 +92,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   Server& server_;
   asio::local::stream_protocol::socket socket_;
+  asio::steady_timer hello_timer_;
   PeerCredentials peer_;
   std::uint32_t client_id_;
   State state_ = State::kAwaitHello;

@@ -172,6 +172,38 @@ TEST(SessionIsolation, ClientsBeyondMaxClientsAreRefused) {
   EXPECT_EQ(error_of(*reply).code, Errc::kLimitExceeded);
 }
 
+TEST(SessionIsolation, AConnectionThatSendsNoHelloIsClosedAfterTheHelloTimeout) {
+  DaemonUnderTest daemon(test_name(), {"--set", "limits.hello_timeout_ms=50"});
+  RawPeer silent(daemon.socket());
+  auto reply = silent.receive(std::chrono::seconds(60));
+  ASSERT_TRUE(reply) << daemon.log();
+  const Error error = error_of(*reply);
+  EXPECT_EQ(error.code, Errc::kLimitExceeded);
+  EXPECT_THAT(error.message, HasSubstr("no Hello within limits.hello_timeout_ms=50"));
+  EXPECT_TRUE(silent.closed_by_daemon());
+  // Which other peer could say Hello within 50 ms depends on timing, so only this is checked:
+  // the daemon itself carries on.
+  EXPECT_TRUE(daemon.process().running());
+}
+
+TEST(SessionIsolation, ConnectionsBeyondMaxPendingConnectionsAreRefusedUntilOneSaysHello) {
+  DaemonUnderTest daemon(test_name(), {"--set", "limits.max_pending_connections=2", "--set",
+                                       "limits.hello_timeout_ms=3600000"});
+  RawPeer first(daemon.socket()), second(daemon.socket());
+  RawPeer third(daemon.socket());  // accepted after the first two: both still wait for Hello
+  auto reply = third.receive();
+  ASSERT_TRUE(reply) << daemon.log();
+  const Error error = error_of(*reply);
+  EXPECT_EQ(error.code, Errc::kLimitExceeded);
+  EXPECT_THAT(error.message, HasSubstr("2 connections are waiting to send Hello, limit "
+                                       "limits.max_pending_connections=2"));
+  EXPECT_TRUE(third.closed_by_daemon());
+  hello_ok(first, wire::SessionRole::ADMIN);  // the daemon answered: one is pending now
+  RawPeer fourth(daemon.socket());
+  hello_ok(fourth, wire::SessionRole::ADMIN);
+  expect_daemon_healthy(daemon);
+}
+
 TEST(SessionIsolation, AdminStatusIsRefusedForANonAdminPeer) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a peer under another uid";
   DaemonUnderTest daemon(test_name(), {"--set", "daemon.admin_group=kvtier-no-such-group"});

@@ -100,7 +100,7 @@ std::string eviction_mode_rule(std::string_view text) {
 constexpr std::array<std::string_view, 4> kTables = {"daemon", "limits", "tiering", "pools"};
 
 // clang-format off
-const std::array<FieldSpec, 29> kFields = {{
+const std::array<FieldSpec, 31> kFields = {{
   {.table = "daemon", .key = "runtime_dir",
    .help = "directory of the socket and lock file (systemd RuntimeDirectory=)",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.daemon.runtime_dir; },
@@ -148,6 +148,14 @@ const std::array<FieldSpec, 29> kFields = {{
    .help = "plan ring capacity in records (power of two)",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.limits.plan_ring_records; },
    .int_min = 16, .int_max = std::uint64_t{1} << 20, .int_rule = power_of_two_rule},
+  {.table = "limits", .key = "hello_timeout_ms",
+   .help = "milliseconds a new connection has to send Hello before it is closed",
+   .bind = [](DaemonConfig& c) -> FieldRef { return &c.limits.hello_timeout_ms; },
+   .int_min = 1, .int_max = 3600000},
+  {.table = "limits", .key = "max_pending_connections",
+   .help = "connections that have not sent Hello yet, at once",
+   .bind = [](DaemonConfig& c) -> FieldRef { return &c.limits.max_pending_connections; },
+   .int_min = 1, .int_max = 65536},
 
   {.table = "tiering", .key = "sink_tokens", .help = "first generated tokens always in T0",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.sink_tokens; },

@@ -69,6 +69,8 @@ struct LimitsSection {
   std::uint32_t max_tokens_per_sequence = 1u << 20;
   std::uint32_t score_ring_records = 4096;  // power of two
   std::uint32_t plan_ring_records = 1024;   // power of two
+  std::uint32_t hello_timeout_ms = 10000;      // a connection without Hello by then is closed
+  std::uint32_t max_pending_connections = 64;  // connections not past Hello at once
 
   bool operator==(const LimitsSection&) const = default;
 };
