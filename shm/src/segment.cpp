@@ -1,8 +1,11 @@
-// Daemon-side segments through Boost.Interprocess (create_only + truncate + mapped_region).
+// Daemon-side segments through Boost.Interprocess (create_only + truncate + mapped_region), their
+// memory reserved with posix_fallocate.
 // Only the object/mapping API is used: no managed segment, allocator or named objects, and no
 // lock in shared memory (see research: Interprocess mutexes are not robust in Boost 1.74).
 #include "kvtier/shm/segment.hpp"
 
+#include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -63,6 +66,26 @@ tl::unexpected<Error> interprocess_error(const std::string& what, const std::exc
   return make_error(Errc::kOsError, std::move(message));
 }
 
+constexpr const char* kShmDirectory = "/dev/shm";  // where Linux keeps POSIX shm objects
+
+// Reserves the object's pages now, so that no writer of the mapping can take SIGBUS later when
+// the shm filesystem (tmpfs) runs out; a reservation that cannot be had is refused here, naming
+// what is free.
+Status reserve(const bip::shared_memory_object& object, const std::string& name, std::size_t size) {
+  int rc = 0;
+  do {
+    rc = ::posix_fallocate(object.get_mapping_handle().handle, 0, static_cast<off_t>(size));
+  } while (rc == EINTR);
+  if (rc == 0) return {};
+  std::string message = "cannot reserve " + std::to_string(size) + " bytes for shared memory object " + name +
+                        ": " + std::strerror(rc);
+  if (struct statvfs fs{}; ::statvfs(kShmDirectory, &fs) == 0) {
+    message += std::string(" (") + kShmDirectory + " has " + std::to_string(std::uint64_t{fs.f_bavail} * fs.f_frsize) +
+               " of " + std::to_string(std::uint64_t{fs.f_blocks} * fs.f_frsize) + " bytes free)";
+  }
+  return make_error(rc == ENOSPC || rc == ENOMEM ? Errc::kLimitExceeded : Errc::kOsError, std::move(message));
+}
+
 }  // namespace
 
 Result<std::string> segment_name(std::string_view prefix, std::uint32_t client_id,
@@ -112,6 +135,7 @@ Result<Segment> Segment::create(std::string name, SegmentKind kind, std::size_t 
                                              bip::read_write, owner_only);
     impl->owns_name = true;
     impl->object.truncate(static_cast<bip::offset_t>(size));
+    if (auto reserved = reserve(impl->object, impl->name, size); !reserved) return tl::unexpected(reserved.error());
     impl->region = bip::mapped_region(impl->object, bip::read_write);
   } catch (const std::exception& error) {
     return interprocess_error("create shared memory object " + impl->name, error);

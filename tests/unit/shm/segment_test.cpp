@@ -2,11 +2,16 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <string>
 
 #include "kvtier/protocol/unique_fd.hpp"
 #include "shm_test_support.hpp"
@@ -34,6 +39,49 @@ TEST(Segment, CreatesOwnerOnlyObjectOfWholePages) {
   EXPECT_GE(segment->size(), sizeof(SegmentHeader) + 5000);
   EXPECT_EQ(static_cast<std::size_t>(info.st_size), segment->size());
   EXPECT_EQ(segment->payload().size(), segment->size() - sizeof(SegmentHeader));
+}
+
+TEST(Segment, ItsMemoryIsReservedAtCreationNotAtFirstTouch) {
+  constexpr std::size_t kPayload = std::size_t{4} << 20;
+  auto segment = Segment::create(unique_name(), SegmentKind::kPool, kPayload, 42, 7);
+  ASSERT_TRUE(segment) << segment.error().message;
+  struct stat info {};
+  ASSERT_EQ(::fstat(segment->fd(), &info), 0);
+  // Only the header page was written; every page is allocated all the same.
+  EXPECT_GE(static_cast<std::uint64_t>(info.st_blocks) * 512, segment->size());
+}
+
+// In a child with a private mount namespace and a 1 MiB tmpfs on /dev/shm (needs
+// CAP_SYS_ADMIN): a segment larger than what is free is refused, naming what is free. Exit codes:
+// 0 as expected, 77 no namespace here, other values name the failed check.
+int refuse_beyond_a_small_shm_filesystem() {
+  if (::unshare(CLONE_NEWNS) != 0) return 77;
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
+  if (::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m") != 0) return 77;
+  auto small = Segment::create("/kvtier-reserve-small", SegmentKind::kPool, 256 * 1024, 1, 1);
+  if (!small) {
+    std::fprintf(stderr, "small segment: %s\n", small.error().message.c_str());
+    return 1;
+  }
+  auto large = Segment::create("/kvtier-reserve-large", SegmentKind::kPool, 4u << 20, 1, 1);
+  if (large) return 2;
+  std::fprintf(stderr, "refused: %s\n", large.error().message.c_str());
+  if (large.error().code != Errc::kLimitExceeded) return 3;
+  if (large.error().message.find("/dev/shm has ") == std::string::npos) return 4;
+  if (large.error().message.find(" of 1048576 bytes free") == std::string::npos) return 5;
+  if (name_exists("/kvtier-reserve-large")) return 6;  // a refused segment leaves no name
+  return 0;
+}
+
+TEST(Segment, ASegmentTheShmFilesystemCannotHoldIsRefusedNamingWhatIsFree) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(refuse_beyond_a_small_shm_filesystem());
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "no private mount namespace here (needs CAP_SYS_ADMIN)";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "failed check " << WEXITSTATUS(status) << " (see stderr)";
 }
 
 TEST(Segment, WritesACompleteHeaderWithReadyLast) {

@@ -96,7 +96,7 @@ struct TieringSection {
 // [pools]
 struct PoolsSection {
   // Node-wide cap on DDR (T1) row bytes in use over all clients; 0 = only the per-client cap.
-  // Segments may add up to more (their pages are touched only as rows are written); under
+  // Segments may add up to more (each is reserved whole when created, shm/LAYOUT.md); under
   // pressure each client's weighted share decides who gives rows back (node_budget.hpp).
   std::uint64_t ddr_bytes_total = 0;
   std::uint64_t int8_bytes_total = 0;      // node-wide cap on int8 pool segment bytes; 0 = none
