@@ -117,9 +117,12 @@ void Server::on_accept(asio::local::stream_protocol::socket socket) {
 Result<EngineAttachment> Server::attach_engine(Session& session) {
   const std::size_t engines = engine_count();
   if (engines >= config_.limits.max_clients) {
-    return make_error(Errc::kLimitExceeded, "daemon serves " + std::to_string(engines) +
-                                                " clients, limit limits.max_clients=" +
-                                                std::to_string(config_.limits.max_clients));
+    const std::size_t closing = closing_count();
+    return make_error(Errc::kLimitExceeded,
+                      "daemon serves " + std::to_string(engines) + " clients (" + std::to_string(closing) +
+                          " of them disconnected, their pools held until their processes exit), limit "
+                          "limits.max_clients=" +
+                          std::to_string(config_.limits.max_clients));
   }
   auto layout = shm::ControlLayout::make(config_.limits.score_ring_records, config_.limits.plan_ring_records);
   if (!layout) return tl::unexpected(layout.error());
@@ -250,8 +253,13 @@ void Server::reclaim(std::uint32_t client_id) {
 }
 
 std::size_t Server::engine_count() const {
+  return static_cast<std::size_t>(
+      std::count_if(clients_.begin(), clients_.end(), [](const auto& entry) { return entry.second.engine; }));
+}
+
+std::size_t Server::closing_count() const {
   return static_cast<std::size_t>(std::count_if(clients_.begin(), clients_.end(), [](const auto& entry) {
-    return entry.second.engine && !entry.second.closed;
+    return entry.second.engine && entry.second.closed;
   }));
 }
 

@@ -97,8 +97,11 @@ class Server {
   void on_accept(asio::local::stream_protocol::socket socket);
   void reclaim(std::uint32_t client_id);
   void report_status();
-  // Engine clients whose session is still open.
+  // Engine clients not yet reclaimed: open, or disconnected while their process lives (their
+  // pools stay theirs until it exits); both count against limits.max_clients.
   std::size_t engine_count() const;
+  // Of those, the disconnected ones.
+  std::size_t closing_count() const;
   Result<std::string> segment_name(std::uint32_t client_id, shm::SegmentKind kind) const;
 
   asio::io_context& io_;

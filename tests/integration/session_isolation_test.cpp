@@ -204,6 +204,27 @@ TEST(SessionIsolation, ConnectionsBeyondMaxPendingConnectionsAreRefusedUntilOneS
   expect_daemon_healthy(daemon);
 }
 
+TEST(SessionIsolation, DisconnectedClientsWhoseProcessLivesCountAgainstMaxClients) {
+  DaemonUnderTest daemon(test_name(), {"--set", "limits.max_clients=2"});
+  {
+    RawPeer first(daemon.socket());
+    hello_ok(first);
+  }  // disconnected; this process, which holds its segments' fds, lives on
+  ASSERT_TRUE(eventually([&] { return daemon.log().find("event=client_disconnected") != std::string::npos; },
+                         std::chrono::seconds(60)))
+      << daemon.log();
+  RawPeer second(daemon.socket());
+  hello_ok(second);
+  RawPeer third(daemon.socket());
+  third.send_hello(protocol::kProtocolMajor, protocol::kProtocolMinor, shm::kLayoutVersion, shm::kLayoutFingerprint);
+  auto reply = third.receive();
+  ASSERT_TRUE(reply);
+  const Error error = error_of(*reply);
+  EXPECT_EQ(error.code, Errc::kLimitExceeded);
+  EXPECT_THAT(error.message, HasSubstr("daemon serves 2 clients (1 of them disconnected, their pools held until "
+                                       "their processes exit), limit limits.max_clients=2"));
+}
+
 TEST(SessionIsolation, AdminStatusIsRefusedForANonAdminPeer) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a peer under another uid";
   DaemonUnderTest daemon(test_name(), {"--set", "daemon.admin_group=kvtier-no-such-group"});
