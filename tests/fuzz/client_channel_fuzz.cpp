@@ -152,7 +152,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const int doorbell = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (doorbell < 0) std::abort();
   h.channel = std::make_unique<daemon::ClientChannel>(
-      h.io, id, std::move(*control), *layout, UniqueFd(doorbell), h.config, *h.budget, h.log,
+      h.io, id, std::move(*control), *layout, kvtier::UniqueFd(doorbell), h.config, *h.budget, h.log,
       [&h](const kvtier::Error&) {
         if (h.failed) fail("the channel reported the client broken twice");
         h.failed = true;
