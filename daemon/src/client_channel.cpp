@@ -3,14 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 
 #include "int8_demotion.hpp"
 
 namespace kvtier::daemon {
-namespace {
-constexpr std::size_t kScoreBatch = 64;
-}  // namespace
 
 ClientChannel::ClientChannel(asio::io_context& io, std::uint32_t client_id, shm::Segment control,
                              const shm::ControlLayout& layout, UniqueFd doorbell,
@@ -22,9 +18,10 @@ ClientChannel::ClientChannel(asio::io_context& io, std::uint32_t client_id, shm:
       on_fail_(std::move(on_fail)),
       on_handoff_(std::move(on_handoff)),
       control_(std::move(control)),
-      rings_(shm::daemon_rings(control_, layout)),
+      intake_(shm::daemon_rings(control_, layout).scores),  // each part takes its ring's view
       doorbell_(io, doorbell.release()),
-      budget_(budget) {
+      budget_(budget),
+      outbox_(shm::daemon_rings(control_, layout).plans) {
   budget_.join(*this);
   service();
 }
@@ -70,10 +67,10 @@ void ClientChannel::close_sequence(std::uint32_t sequence_id) {
     service();
     return;
   }
-  if (pending_ && pending_->sequence == sequence_id) {
+  if (PlanOutbox::Plan* plan = outbox_.outstanding(); plan && plan->sequence == sequence_id) {
     // The client closed the sequence: it reads none of these rows any more.
-    if (auto ok = pending_->transaction->rollback(); !ok) return fail(ok.error());
-    pending_.reset();
+    if (auto ok = plan->transaction->rollback(); !ok) return fail(ok.error());
+    (void)outbox_.take();
   }
   release_slots(it->second.slots, it->second.t2_slots);
   sequences_.erase(it);
@@ -102,13 +99,13 @@ ClientSnapshot ClientChannel::snapshot() const {
   ClientSnapshot out;
   out.client_id = client_id_;
   out.pool_slots_used = allocator_ ? allocator_->used() : 0;
-  out.score_records = score_records_;
-  out.scores_dropped = rings_.scores.dropped();
-  out.plans_sent = plans_sent_;
-  out.plans_acked = plans_acked_;
+  out.score_records = intake_.records();
+  out.scores_dropped = intake_.dropped();
+  out.plans_sent = outbox_.plans_sent();
+  out.plans_acked = outbox_.plans_acked();
   out.errors = errors_;
-  out.plans_failed = plans_failed_;
-  out.moves_sent = moves_sent_;
+  out.plans_failed = outbox_.plans_failed();
+  out.moves_sent = outbox_.moves_sent();
   out.backpressure_tokens = trimmed_;
   out.ddr_bytes_used = ddr_bytes_used();
   if (int8_allocator_) {
@@ -151,14 +148,14 @@ ClientSnapshot ClientChannel::snapshot() const {
 void ClientChannel::service() {
   if (failed_) return;
   for (;;) {
-    if (auto ok = drain_scores(); !ok) return fail(ok.error());
+    if (auto ok = intake_.drain(*this); !ok) return fail(ok.error());
     if (auto ok = resolve_acks(); !ok) return fail(ok.error());
     if (auto ok = decide_owed(); !ok) return fail(ok.error());
     // Sleep only when both rings are idle; announce_sleep re-checks after raising the flag so a
     // push or ack racing with it is never missed (the client then rings the doorbell).
-    if (!rings_.scores.announce_sleep()) continue;
-    if (!rings_.plans.announce_sleep()) {
-      rings_.scores.cancel_sleep();
+    if (!intake_.announce_sleep()) continue;
+    if (!outbox_.announce_sleep()) {
+      intake_.cancel_sleep();
       continue;
     }
     break;
@@ -171,67 +168,26 @@ void ClientChannel::arm_doorbell() {
     if (ec) return;  // cancelled: the channel may already be gone, touch nothing
     std::uint64_t count = 0;
     [[maybe_unused]] const ssize_t n = ::read(doorbell_.native_handle(), &count, sizeof(count));
-    rings_.scores.cancel_sleep();
-    rings_.plans.cancel_sleep();
+    intake_.cancel_sleep();
+    outbox_.cancel_sleep();
     service();
   });
 }
 
-Status ClientChannel::drain_scores() {
-  std::array<shm::ScoreRecord, kScoreBatch> batch;
-  for (;;) {
-    auto popped = rings_.scores.pop(batch);
-    if (!popped) return tl::unexpected(popped.error());
-    for (std::size_t i = 0; i < *popped; ++i) {
-      if (auto ok = ingest(batch[i]); !ok) return ok;
-    }
-    score_records_ += *popped;
-    if (*popped < batch.size()) return {};
-  }
-}
-
-Status ClientChannel::ingest(const shm::ScoreRecord& record) {
-  auto it = sequences_.find(record.sequence);
+ScoreIntake::Target ClientChannel::find(std::uint32_t sequence_id) {
+  auto it = sequences_.find(sequence_id);
   // Frozen for export, or a failed adoption the client has not closed yet: records are ignored.
-  const bool exported = it != sequences_.end() ? it->second.handoff == HandoffState::kExported
-                                               : lent_.contains(record.sequence) || dropped_.contains(record.sequence);
-  if (exported) {
-    ++scores_ignored_;  // pushed before the client exported it, or by mistake: it is frozen
-    return {};
-  }
-  if (it == sequences_.end()) {
-    return make_error(Errc::kNotFound, "score record for unknown sequence " + std::to_string(record.sequence));
-  }
-  tier::SequenceTiers& tiers = it->second.tiers;
-  const std::span<const float> values(record.values, record.count);
-  Status added;
-  switch (static_cast<shm::ScoreKind>(record.kind)) {
-    case shm::ScoreKind::kAttention: added = tiers.add_scores(record.first_position, values); break;
-    case shm::ScoreKind::kStepEnd: return end_step(record.sequence, it->second, record.step);
-    case shm::ScoreKind::kValueRange: added = tiers.add_value_ranges(record.first_position, values); break;
-    case shm::ScoreKind::kKeyDigest:
-      added = tiers.add_key_digests(record.first_position, values, it->second.digest_dim);
-      break;
-    default:
-      return make_error(Errc::kProtocol, "score record of unknown kind " + std::to_string(record.kind));
-  }
-  if (!added) {
-    return make_error(added.error().code, "sequence " + std::to_string(record.sequence) + ": " + added.error().message);
-  }
-  return {};
+  if (it == sequences_.end()) return {.ignored = lent_.contains(sequence_id) || dropped_.contains(sequence_id)};
+  Sequence& sequence = it->second;
+  if (sequence.handoff == HandoffState::kExported) return {.ignored = true};
+  return {&sequence.tiers, &sequence.last_step, sequence.digest_dim, false};
 }
 
-Status ClientChannel::end_step(std::uint32_t sequence_id, Sequence& sequence, std::uint32_t step) {
-  if (sequence.last_step && step <= *sequence.last_step) {
-    return make_error(Errc::kInvalidArgument, "sequence " + std::to_string(sequence_id) + ": step " +
-                                                  std::to_string(step) + " ended after step " +
-                                                  std::to_string(*sequence.last_step));
-  }
-  sequence.last_step = step;
-  sequence.tiers.end_step();
+Status ClientChannel::step_ended(std::uint32_t sequence_id) {
+  Sequence& sequence = sequences_.at(sequence_id);  // find() just returned it
   // A received sequence is decided once its hand-off plan resolves (resolve_handoff).
   if (!sequence.tiers.due() || sequence.handoff == HandoffState::kReceiving) return {};
-  if (pending_) {
+  if (outbox_.outstanding() != nullptr) {
     if (std::find(owed_.begin(), owed_.end(), sequence_id) == owed_.end()) owed_.push_back(sequence_id);
     return {};
   }
@@ -262,7 +218,7 @@ Result<bool> ClientChannel::send_pending(std::uint32_t sequence_id, Sequence& se
         admission.rows < into_t1 ? admission.limited_by : shm::BackpressureReason::kPoolFull;
     trimmed_ += kept;
     last_backpressure_ = reason;
-    rings_.plans.note_backpressure(kept, reason);
+    outbox_.note_backpressure(kept, reason);
     log_.warn("event=pool_full client_id={} sequence={} kept_in_t0={} reason={}", client_id_, sequence_id, kept,
               reason == shm::BackpressureReason::kNodeBudget ? "node_budget" : "pool_full");
   }
@@ -280,77 +236,42 @@ Result<bool> ClientChannel::send_pending(std::uint32_t sequence_id, Sequence& se
       return tl::unexpected(ok.error());
     }
   }
-  const std::uint64_t epoch = next_epoch_;
-  if (!publish(epoch, sequence_id, transaction->planned())) {
+  // send() takes the transaction only when it published the plan.
+  if (!outbox_.send(sequence_id, relief ? PlanKind::kRelief : PlanKind::kDecision, std::move(*transaction))) {
     // Plan ring full: the client is behind. Keep the placement and try again later.
     (void)transaction->rollback();
     sequence.tiers.rollback();
     if (!relief) owed_.push_back(sequence_id);
     return false;
   }
-  ++next_epoch_;
-  ++plans_sent_;
-  moves_sent_ += transaction->planned().size();
-  log_.debug("event=plan client_id={} sequence={} epoch={} moves={} step={} relief={}", client_id_, sequence_id, epoch,
-             transaction->planned().size(), sequence.tiers.step(), relief);
-  pending_.emplace(PendingPlan{epoch, sequence_id, std::move(*transaction), relief, std::nullopt});
-  return true;
-}
-
-bool ClientChannel::publish(std::uint64_t epoch, std::uint32_t sequence_id, std::span<const tier::PlannedMove> moves) {
-  publish_scratch_.clear();
-  for (const tier::PlannedMove& m : moves) {
-    publish_scratch_.push_back(shm::PlanMove{m.position, static_cast<std::uint8_t>(m.from),
-                                             static_cast<std::uint8_t>(m.to), 0, m.source_slot, m.destination_slot});
-  }
-  return publish(epoch, sequence_id, publish_scratch_);
-}
-
-bool ClientChannel::publish(std::uint64_t epoch, std::uint32_t sequence_id, std::span<const shm::PlanMove> moves) {
-  const std::size_t records = (moves.size() + shm::kMovesPerRecord - 1) / shm::kMovesPerRecord;
-  if (rings_.plans.free_slots() < records) return false;
-  shm::PlanRecord record{};
-  record.epoch = epoch;
-  record.sequence = sequence_id;
-  for (std::size_t first = 0; first < moves.size(); first += shm::kMovesPerRecord) {
-    const std::size_t n = std::min<std::size_t>(shm::kMovesPerRecord, moves.size() - first);
-    std::copy_n(moves.begin() + static_cast<std::ptrdiff_t>(first), n, record.moves);
-    record.move_count = static_cast<std::uint16_t>(n);
-    record.flags = first + n == moves.size() ? shm::kPlanLast : 0;
-    [[maybe_unused]] const bool pushed = rings_.plans.push(record);  // room was checked above
-  }
+  const PlanOutbox::Plan& plan = *outbox_.outstanding();
+  log_.debug("event=plan client_id={} sequence={} epoch={} moves={} step={} relief={}", client_id_, sequence_id,
+             plan.epoch, plan.transaction->planned().size(), sequence.tiers.step(), relief);
   return true;
 }
 
 Status ClientChannel::resolve_acks() {
-  // Read (and so validate) both counters on every pass, plan outstanding or not.
-  auto acked = rings_.plans.acked_epoch();
-  if (!acked) return tl::unexpected(acked.error());
-  auto failed = rings_.plans.failed_epoch();
-  if (!failed) return tl::unexpected(failed.error());
-  if (!pending_) return {};
-  if (*acked >= pending_->epoch) return resolve(true);
-  if (*failed >= pending_->epoch) return resolve(false);
-  return {};
+  auto resolved = outbox_.poll();
+  if (!resolved) return tl::unexpected(resolved.error());
+  if (!*resolved) return {};
+  return resolve(std::move(**resolved));
 }
 
-Status ClientChannel::resolve(bool applied) {
-  PendingPlan plan = std::move(*pending_);
-  pending_.reset();
-  if (applied) ++plans_acked_;
+Status ClientChannel::resolve(PlanOutbox::Resolved resolved) {
+  PlanOutbox::Plan& plan = resolved.plan;
+  const bool applied = resolved.applied;
   if (!applied) {
     log_.warn("event=plan_failed client_id={} sequence={} epoch={} rolled_back=1 handoff={}", client_id_,
-              plan.sequence, plan.epoch, plan.handoff.has_value());
-    ++plans_failed_;
+              plan.sequence, plan.epoch, plan.kind == PlanKind::kHandoff);
   }
-  if (plan.handoff) {
-    resolve_handoff(plan.sequence, *plan.handoff, applied);
+  if (plan.kind == PlanKind::kHandoff) {
+    resolve_handoff(plan.sequence, plan.origin, applied);
     return {};
   }
   Sequence& sequence = sequences_.at(plan.sequence);  // a close resolves its own plan first
   tier::PlanTransaction& transaction = *plan.transaction;
   if (applied) {
-    count_committed(transaction, plan.relief);
+    count_committed(transaction, plan.kind == PlanKind::kRelief);
     if (auto ok = transaction.commit(sequence.slots, &sequence.t2_slots); !ok) return ok;
     sequence.tiers.commit(transaction.accepted());
     return {};
@@ -368,12 +289,12 @@ void ClientChannel::count_committed(const tier::PlanTransaction& transaction, bo
 
 Status ClientChannel::decide_owed() {
   // A hand-off first: the adopter is waiting for it, and the exporter's rows are held until then.
-  if (!pending_ && !incoming_.empty() && !send_handoff()) return {};  // ring full: wait for the client
-  if (!pending_ && !relief_.empty()) {
+  if (!outbox_.outstanding() && !incoming_.empty() && !send_handoff()) return {};  // ring full: wait for the client
+  if (!outbox_.outstanding() && !relief_.empty()) {
     // Relief first: another tenant is waiting for these rows.
     if (auto sent = send_relief(); !sent) return tl::unexpected(sent.error());
   }
-  while (!pending_ && !owed_.empty()) {
+  while (!outbox_.outstanding() && !owed_.empty()) {
     const std::uint32_t id = owed_.front();
     owed_.pop_front();
     auto it = sequences_.find(id);

@@ -20,6 +20,13 @@
 // adopter's hand-off plan takes the client's next free turn, before relief and decisions, and a
 // receiving sequence is not decided until it resolves.
 //
+// Parts: ScoreIntake (score_intake.hpp) reads the score ring into the sequences' tiers and
+// reports step ends here; PlanOutbox (plan_outbox.hpp) numbers, publishes and resolves the one
+// outstanding plan; ReliefQueue (relief_queue.hpp) holds the relief the budget asked for. This
+// class orchestrates: sequences, pools, budget membership, when a decision, relief
+// (client_channel_relief.cpp) or hand-off (client_channel_handoff.cpp) plan goes out, and what
+// resolving it does.
+//
 // Everything read from the rings is copied out and validated before use; a violation returns
 // an error and the DataPlane ends the session. Thread-safety: data-plane thread only.
 #pragma once
@@ -50,10 +57,13 @@
 #include "kvtier/tier/slot_allocator.hpp"
 #include "kvtier/tier/slot_map.hpp"
 #include "node_budget.hpp"
+#include "plan_outbox.hpp"
+#include "relief_queue.hpp"
+#include "score_intake.hpp"
 
 namespace kvtier::daemon {
 
-class ClientChannel final : public BudgetMember {
+class ClientChannel final : public BudgetMember, private ScoreIntake::Sequences {
  public:
   using FailFn = std::function<void(const Error&)>;
   // A hand-off this channel received resolved; on failure the tier state goes back (`returned`).
@@ -129,20 +139,13 @@ class ClientChannel final : public BudgetMember {
     HandoffOrigin origin;
     std::vector<shm::PlanMove> moves;
   };
-  struct PendingPlan {
-    std::uint64_t epoch = 0;
-    std::uint32_t sequence = 0;
-    std::optional<tier::PlanTransaction> transaction;  // none for a hand-off plan
-    bool relief = false;  // built from request_relief, not from a decision
-    std::optional<HandoffOrigin> handoff;
-  };
 
   void arm_doorbell();
-  Status drain_scores();
-  Status ingest(const shm::ScoreRecord& record);
-  Status end_step(std::uint32_t sequence_id, Sequence& sequence, std::uint32_t step);
+  // ScoreIntake::Sequences: where a sequence's records go; a step end decides or owes.
+  ScoreIntake::Target find(std::uint32_t sequence_id) override;
+  Status step_ended(std::uint32_t sequence_id) override;
   Status resolve_acks();
-  Status resolve(bool applied);
+  Status resolve(PlanOutbox::Resolved resolved);
   Status decide_owed();
   // Decides for one sequence and publishes the plan; false when nothing was sent (no moves).
   Result<bool> decide_and_publish(std::uint32_t sequence_id, Sequence& sequence);
@@ -157,8 +160,6 @@ class ClientChannel final : public BudgetMember {
   // may evict now.
   bool can_demote(const Sequence& sequence) const;
   std::uint32_t eviction_room(const Sequence& sequence) const;
-  bool publish(std::uint64_t epoch, std::uint32_t sequence_id, std::span<const tier::PlannedMove> moves);
-  bool publish(std::uint64_t epoch, std::uint32_t sequence_id, std::span<const shm::PlanMove> moves);
   // Publishes the oldest queued hand-off plan; false when the ring had no room.
   bool send_handoff();
   // Resolves the outstanding hand-off plan (applied or not) or one queued behind it.
@@ -174,7 +175,7 @@ class ClientChannel final : public BudgetMember {
   FailFn on_fail_;
   HandoffFn on_handoff_;
   shm::Segment control_;
-  shm::DaemonRings rings_;
+  ScoreIntake intake_;  // views into control_
   asio::posix::stream_descriptor doorbell_;
   NodeBudget& budget_;
   std::optional<shm::Segment> pool_;
@@ -186,17 +187,16 @@ class ClientChannel final : public BudgetMember {
   kernels::Int8Geometry int8_geometry_;
   std::uint32_t weight_ = 1;
   std::uint64_t bytes_per_slot_ = 0;
-  std::vector<ReliefCandidate> relief_;  // queued by the NodeBudget
+  ReliefQueue relief_;  // queued by the NodeBudget
   std::map<std::uint32_t, Sequence> sequences_;
   std::map<std::uint32_t, Lent> lent_;  // exported sequences whose tier state is elsewhere
   std::deque<Incoming> incoming_;
   std::set<std::uint32_t> dropped_;  // adopted sequences whose hand-off failed, until closed
-  std::vector<shm::PlanMove> publish_scratch_;
-  std::optional<PendingPlan> pending_;
+  // After the allocators: an outstanding plan's transaction rolls back into them when the
+  // channel goes away, so it must be destroyed first.
+  PlanOutbox outbox_;  // views into control_
   std::deque<std::uint32_t> owed_;  // sequences due while a plan was outstanding
-  std::uint64_t next_epoch_ = 1;
-  std::uint64_t score_records_ = 0, plans_sent_ = 0, plans_acked_ = 0, plans_failed_ = 0;
-  std::uint64_t moves_sent_ = 0, trimmed_ = 0, errors_ = 0, scores_ignored_ = 0;
+  std::uint64_t trimmed_ = 0, errors_ = 0;
   std::uint64_t t2_demotions_ = 0, pressure_demotions_ = 0, pressure_evictions_ = 0, int8_trimmed_ = 0;
   shm::BackpressureReason last_backpressure_ = shm::BackpressureReason::kNone;
   bool failed_ = false;

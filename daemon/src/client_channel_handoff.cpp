@@ -28,8 +28,8 @@ Status ClientChannel::freeze(std::uint32_t sequence_id, std::span<const std::pai
                                                                  ? " is already exported"
                                                                  : " is still being handed to this client"));
   }
-  if (pending_ && pending_->sequence == sequence_id) {
-    return make_error(Errc::kBadState, "plan epoch " + std::to_string(pending_->epoch) + " of " + name(sequence_id) +
+  if (const PlanOutbox::Plan* plan = outbox_.outstanding(); plan && plan->sequence == sequence_id) {
+    return make_error(Errc::kBadState, "plan epoch " + std::to_string(plan->epoch) + " of " + name(sequence_id) +
                                            " is in flight: execute and acknowledge it, then export again");
   }
   if (auto ok = check_t0_matches(sequence.tiers, t0); !ok) return ok;
@@ -69,7 +69,7 @@ Status ClientChannel::can_adopt(const HandoffNeeds& needs) const {
   if (!allocator_) return make_error(Errc::kBadState, "AdoptSequence before RegisterModel");
   AdopterRoom room;
   room.row_bytes = pool_view_->geometry().row_bytes();
-  room.plan_ring_records = rings_.plans.capacity();
+  room.plan_ring_records = outbox_.capacity();
   room.free_rows = allocator_->available();
   if (int8_allocator_) {
     room.int8_group = int8_allocator_->group();
@@ -172,12 +172,7 @@ bool ClientChannel::send_handoff() {
     resolve_handoff(done.sequence, done.origin, true);
     return true;
   }
-  const std::uint64_t epoch = next_epoch_;
-  if (!publish(epoch, incoming.sequence, incoming.moves)) return false;
-  ++next_epoch_;
-  ++plans_sent_;
-  moves_sent_ += incoming.moves.size();
-  pending_.emplace(PendingPlan{epoch, incoming.sequence, std::nullopt, false, incoming.origin});
+  if (!outbox_.send_handoff(incoming.sequence, incoming.origin, incoming.moves)) return false;
   incoming_.pop_front();
   return true;
 }
@@ -221,9 +216,10 @@ void ClientChannel::finish_loan(std::uint32_t sequence_id, std::optional<tier::S
 
 void ClientChannel::abandon_handoff(std::uint32_t sequence_id) {
   std::optional<HandoffOrigin> origin;
-  if (pending_ && pending_->sequence == sequence_id && pending_->handoff) {
-    origin = pending_->handoff;
-    pending_.reset();
+  if (const PlanOutbox::Plan* plan = outbox_.outstanding();
+      plan && plan->sequence == sequence_id && plan->kind == PlanKind::kHandoff) {
+    origin = plan->origin;
+    (void)outbox_.take();
   }
   for (const Incoming& in : incoming_) {
     if (in.sequence == sequence_id) origin = in.origin;
@@ -232,7 +228,9 @@ void ClientChannel::abandon_handoff(std::uint32_t sequence_id) {
 }
 
 void ClientChannel::abandon_handoffs() {
-  if (pending_ && pending_->handoff) abandon_handoff(pending_->sequence);
+  if (const PlanOutbox::Plan* plan = outbox_.outstanding(); plan && plan->kind == PlanKind::kHandoff) {
+    abandon_handoff(plan->sequence);
+  }
   while (!incoming_.empty()) abandon_handoff(incoming_.front().sequence);
 }
 

@@ -11,7 +11,10 @@ std::uint64_t ClientChannel::ddr_bytes_used() const noexcept {
   return allocator_ ? std::uint64_t{allocator_->used()} * bytes_per_slot_ : 0;
 }
 
-bool ClientChannel::relief_pending() const noexcept { return !relief_.empty() || (pending_ && pending_->relief); }
+bool ClientChannel::relief_pending() const noexcept {
+  const PlanOutbox::Plan* plan = outbox_.outstanding();
+  return !relief_.empty() || (plan != nullptr && plan->kind == PlanKind::kRelief);
+}
 
 bool ClientChannel::can_demote(const Sequence& sequence) const {
   return budget_.rule().demote && int8_allocator_ &&
@@ -37,19 +40,15 @@ void ClientChannel::lowest_t1(std::size_t k, std::vector<ReliefCandidate>& out) 
 }
 
 void ClientChannel::request_relief(std::vector<ReliefCandidate> tokens) {
-  relief_.insert(relief_.end(), tokens.begin(), tokens.end());
+  relief_.add(tokens);
 }
 
 Result<bool> ClientChannel::send_relief() {
   // One sequence per plan: take the queued tokens of the first sequence still open.
   while (!relief_.empty()) {
-    const std::uint32_t sequence_id = relief_.front().sequence;
-    std::vector<std::uint32_t> positions;
-    std::erase_if(relief_, [&](const ReliefCandidate& c) {
-      if (c.sequence != sequence_id) return false;
-      positions.push_back(c.position);
-      return true;
-    });
+    ReliefQueue::Batch batch = relief_.take_sequence();
+    const std::uint32_t sequence_id = batch.sequence;
+    std::vector<std::uint32_t>& positions = batch.positions;
     auto it = sequences_.find(sequence_id);
     if (it == sequences_.end() || it->second.handoff == HandoffState::kExported ||
         it->second.handoff == HandoffState::kReceiving) {

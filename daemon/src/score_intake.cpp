@@ -1,0 +1,62 @@
+#include "score_intake.hpp"
+
+#include <array>
+#include <span>
+#include <string>
+
+namespace kvtier::daemon {
+
+Status ScoreIntake::drain(Sequences& sequences) {
+  std::array<shm::ScoreRecord, kBatch> batch;
+  for (;;) {
+    auto popped = ring_.pop(batch);
+    if (!popped) return tl::unexpected(popped.error());
+    for (std::size_t i = 0; i < *popped; ++i) {
+      if (auto ok = apply(batch[i], sequences); !ok) return ok;
+    }
+    records_ += *popped;
+    if (*popped < batch.size()) return {};
+  }
+}
+
+Status ScoreIntake::apply(const shm::ScoreRecord& record, Sequences& sequences) {
+  const Target target = sequences.find(record.sequence);
+  if (target.ignored) {
+    ++ignored_;  // pushed before the client exported it, or by mistake: it is frozen
+    return {};
+  }
+  if (target.tiers == nullptr) {
+    return make_error(Errc::kNotFound, "score record for unknown sequence " + std::to_string(record.sequence));
+  }
+  tier::SequenceTiers& tiers = *target.tiers;
+  const std::span<const float> values(record.values, record.count);
+  Status added;
+  switch (static_cast<shm::ScoreKind>(record.kind)) {
+    case shm::ScoreKind::kAttention: added = tiers.add_scores(record.first_position, values); break;
+    case shm::ScoreKind::kStepEnd: return end_step(record, target, sequences);
+    case shm::ScoreKind::kValueRange: added = tiers.add_value_ranges(record.first_position, values); break;
+    case shm::ScoreKind::kKeyDigest:
+      added = tiers.add_key_digests(record.first_position, values, target.digest_dim);
+      break;
+    default:
+      return make_error(Errc::kProtocol, "score record of unknown kind " + std::to_string(record.kind));
+  }
+  if (!added) {
+    return make_error(added.error().code, "sequence " + std::to_string(record.sequence) + ": " + added.error().message);
+  }
+  return {};
+}
+
+Status ScoreIntake::end_step(const shm::ScoreRecord& record, const Target& target, Sequences& sequences) {
+  std::optional<std::uint32_t>& last = *target.last_step;
+  if (last && record.step <= *last) {
+    return make_error(Errc::kInvalidArgument, "sequence " + std::to_string(record.sequence) + ": step " +
+                                                  std::to_string(record.step) + " ended after step " +
+                                                  std::to_string(*last));
+  }
+  last = record.step;
+  target.tiers->end_step();
+  return sequences.step_ended(record.sequence);
+}
+
+}  // namespace kvtier::daemon
