@@ -36,15 +36,23 @@ Session::Session(Server& server, asio::local::stream_protocol::socket socket, Pe
       read_buffer_(kReadChunk) {}
 
 void Session::start() {
+  arm_hello_timer();
+  read_some();
+}
+
+void Session::arm_hello_timer() {
   const std::uint32_t timeout_ms = server_.config().limits.hello_timeout_ms;
   hello_timer_.expires_after(std::chrono::milliseconds(timeout_ms));
   hello_timer_.async_wait([self = shared_from_this(), timeout_ms](std::error_code ec) {
     // Cancelled (Hello came, or closed), or already going (a version mismatch was answered).
     if (ec || self->state_ != State::kAwaitHello || self->close_after_writes_) return;
+    // Bytes the peer sent in time are read first: a busy daemon does not cut off a punctual
+    // client. A peer that trickles bytes still holds one of limits.max_pending_connections.
+    std::error_code ignored;
+    if (self->socket_.available(ignored) > 0) return self->arm_hello_timer();
     self->fail(Error{Errc::kLimitExceeded,
                      "no Hello within limits.hello_timeout_ms=" + std::to_string(timeout_ms)});
   });
-  read_some();
 }
 
 void Session::on_frame(protocol::FrameWords frame) {

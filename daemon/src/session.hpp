@@ -57,6 +57,8 @@ class Session : public std::enable_shared_from_this<Session> {
   enum class State { kAwaitHello, kReady, kClosed };
 
   void read_some();
+  // Fails the session when its Hello has not arrived within limits.hello_timeout_ms.
+  void arm_hello_timer();
   void on_frame(protocol::FrameWords frame);
   Status dispatch(wire::ClientMessage::Reader message);
   Status on_hello(wire::Hello::Reader hello);

@@ -31,6 +31,14 @@ Error error_of(protocol::MessageIn& message) {
   return Error{static_cast<Errc>(root.getError().getCode()), root.getError().getMessage().cStr()};
 }
 
+// Sends a Hello the daemon must refuse; its error.
+Error hello_refused(RawPeer& peer) {
+  peer.send_hello(protocol::kProtocolMajor, protocol::kProtocolMinor, shm::kLayoutVersion, shm::kLayoutFingerprint);
+  auto reply = peer.receive();
+  if (!reply) return Error{Errc::kInternal, "no reply to Hello"};
+  return error_of(*reply);
+}
+
 void hello_ok(RawPeer& peer, wire::SessionRole role = wire::SessionRole::ENGINE) {
   peer.send_hello(protocol::kProtocolMajor, protocol::kProtocolMinor, shm::kLayoutVersion, shm::kLayoutFingerprint, role);
   auto welcome = peer.receive();
@@ -166,23 +174,19 @@ TEST(SessionIsolation, ClientsBeyondMaxClientsAreRefused) {
   RawPeer first(daemon.socket());
   hello_ok(first);
   RawPeer second(daemon.socket());
-  second.send_hello(protocol::kProtocolMajor, protocol::kProtocolMinor, shm::kLayoutVersion, shm::kLayoutFingerprint);
-  auto reply = second.receive();
-  ASSERT_TRUE(reply);
-  EXPECT_EQ(error_of(*reply).code, Errc::kLimitExceeded);
+  EXPECT_EQ(hello_refused(second).code, Errc::kLimitExceeded);
 }
 
 TEST(SessionIsolation, AConnectionThatSendsNoHelloIsClosedAfterTheHelloTimeout) {
-  DaemonUnderTest daemon(test_name(), {"--set", "limits.hello_timeout_ms=50"});
-  RawPeer silent(daemon.socket());
-  auto reply = silent.receive(std::chrono::seconds(60));
+  DaemonUnderTest daemon(test_name(), {"--set", "limits.hello_timeout_ms=200"});
+  RawPeer silent(daemon.socket());  // never sends a byte, so the daemon must close it
+  auto reply = silent.receive();
   ASSERT_TRUE(reply) << daemon.log();
   const Error error = error_of(*reply);
   EXPECT_EQ(error.code, Errc::kLimitExceeded);
-  EXPECT_THAT(error.message, HasSubstr("no Hello within limits.hello_timeout_ms=50"));
+  EXPECT_THAT(error.message, HasSubstr("no Hello within limits.hello_timeout_ms=200"));
   EXPECT_TRUE(silent.closed_by_daemon());
-  // Which other peer could say Hello within 50 ms depends on timing, so only this is checked:
-  // the daemon itself carries on.
+  // Only the silent peer's fate is asserted: the daemon itself carries on.
   EXPECT_TRUE(daemon.process().running());
 }
 
@@ -210,16 +214,12 @@ TEST(SessionIsolation, DisconnectedClientsWhoseProcessLivesCountAgainstMaxClient
     RawPeer first(daemon.socket());
     hello_ok(first);
   }  // disconnected; this process, which holds its segments' fds, lives on
-  ASSERT_TRUE(eventually([&] { return daemon.log().find("event=client_disconnected") != std::string::npos; },
-                         std::chrono::seconds(60)))
+  ASSERT_TRUE(eventually([&] { return daemon.log().find("event=client_disconnected") != std::string::npos; }))
       << daemon.log();
   RawPeer second(daemon.socket());
   hello_ok(second);
   RawPeer third(daemon.socket());
-  third.send_hello(protocol::kProtocolMajor, protocol::kProtocolMinor, shm::kLayoutVersion, shm::kLayoutFingerprint);
-  auto reply = third.receive();
-  ASSERT_TRUE(reply);
-  const Error error = error_of(*reply);
+  const Error error = hello_refused(third);
   EXPECT_EQ(error.code, Errc::kLimitExceeded);
   EXPECT_THAT(error.message, HasSubstr("daemon serves 2 clients (1 of them disconnected, their pools held until "
                                        "their processes exit), limit limits.max_clients=2"));
