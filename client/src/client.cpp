@@ -91,9 +91,15 @@ Status Client::hello() {
 }
 
 Result<protocol::MessageIn> Client::request(capnp::MessageBuilder& message, std::span<const int> fds) {
-  if (auto sent = connection_.send(message, fds); !sent) return tl::unexpected(sent.error());
+  if (auto sent = connection_.send(message, fds); !sent) {
+    if (sent.error().code == Errc::kUnavailable) lost();
+    return tl::unexpected(sent.error());
+  }
   auto reply = connection_.receive(options_.reply_timeout);
-  if (!reply) return reply;
+  if (!reply) {
+    if (reply.error().code == Errc::kUnavailable) lost();
+    return reply;
+  }
   auto error = protocol::capture_protocol_errors([&]() -> Status {
     auto root = reply->root<wire::DaemonMessage>();
     if (root.which() == wire::DaemonMessage::ERROR) return tl::unexpected(error_from_reply(root.getError()));
@@ -136,10 +142,12 @@ Status Client::register_model(const kvtier_model_geometry& geometry) {
     // With T2 the int8 pool's fd follows the pool's.
     std::optional<shm::Mapping> int8_mapping;
     std::optional<shm::Int8PoolView> int8_view;
+    UniqueFd int8_fd;
     if (registered.getInt8Slots() > 0) {
-      auto int8_fd = connection_.take_fd();
-      if (!int8_fd) return tl::unexpected(int8_fd.error());
-      auto mapped = shm::Mapping::map_segment(int8_fd->get(), shm::SegmentKind::kInt8Pool, versions_.daemon_epoch);
+      auto taken = connection_.take_fd();
+      if (!taken) return tl::unexpected(taken.error());
+      int8_fd = std::move(*taken);
+      auto mapped = shm::Mapping::map_segment(int8_fd.get(), shm::SegmentKind::kInt8Pool, versions_.daemon_epoch);
       if (!mapped) return tl::unexpected(mapped.error());
       auto validated = shm::Int8PoolView::validate(mapped->bytes());
       if (!validated) return tl::unexpected(validated.error());
@@ -155,12 +163,20 @@ Status Client::register_model(const kvtier_model_geometry& geometry) {
     int8_view_ = int8_view;
     geometry_ = geometry;
     geometry_->model_name = nullptr;
+    model_name_ = geometry.model_name != nullptr ? geometry.model_name : "";
+    pool_fd_ = std::move(*fd);  // kept: a successor daemon is shown them (reattach.cpp)
+    int8_fd_ = std::move(int8_fd);
     return {};
   });
 }
 
 Result<std::uint32_t> Client::open_sequence(const kvtier_sequence_options& o) {
   if (auto ok = require_engine("open_sequence"); !ok) return tl::unexpected(ok.error());
+  if (!attached()) try_reattach(true);
+  if (!attached_) {
+    return make_error(Errc::kUnavailable, refused_ ? "kvtierd refused the reattachment: " + reattach_error_
+                                                   : std::string("kvtierd is gone and no successor answers yet"));
+  }
   capnp::MallocMessageBuilder message;
   auto open = message.initRoot<wire::ClientMessage>().initOpenSequence();
   open.setPromptLength(o.prompt_length);
@@ -199,6 +215,9 @@ Result<std::uint32_t> Client::open_sequence(const kvtier_sequence_options& o) {
     if (root.which() != wire::DaemonMessage::SEQUENCE_OPENED) return make_error(Errc::kProtocol, "expected SequenceOpened");
     const std::uint32_t id = root.getSequenceOpened().getSequenceId();
     digest_dims_[id] = o.key_digest_dim == 0 ? protocol::kDefaultKeyDigestDim : o.key_digest_dim;
+    SequenceRecord& record = records_[id];
+    record.options = o;
+    record.length = o.prompt_length;
     return id;
   });
 }
@@ -207,6 +226,8 @@ Status Client::close_sequence(std::uint32_t sequence) {
   caches_.erase(sequence);
   peers_.erase(sequence);  // an adopted sequence closed before its hand-off plan ran
   digest_dims_.erase(sequence);
+  records_.erase(sequence);
+  if (rings_ && !attached()) return {};  // the daemon is gone: it reattaches without it
   capnp::MallocMessageBuilder message;
   message.initRoot<wire::ClientMessage>().initCloseSequence().setSequenceId(sequence);
   auto reply = request(message);
@@ -245,6 +266,13 @@ Status Client::push_records(shm::ScoreKind kind, std::uint32_t sequence, std::ui
                             std::uint32_t first_position, std::span<const float> values, std::uint32_t per_record,
                             std::uint32_t floats_per_position) {
   if (auto ok = require_engine("push"); !ok) return ok;
+  if (auto it = records_.find(sequence); it != records_.end() && !values.empty()) {
+    it->second.grow(first_position + static_cast<std::uint32_t>((values.size() - 1) / floats_per_position + 1));
+  }
+  if (!attached_) {  // nobody reads the ring: dropped, like scores on a full ring
+    counters_.score_records_dropped += (values.size() + per_record - 1) / per_record;
+    return {};
+  }
   // One batch per call: one counter store and one look at the daemon's sleep flag.
   batch_.clear();
   for (std::size_t done = 0; done < values.size(); done += per_record) {
@@ -268,6 +296,13 @@ Result<std::optional<kvtier_plan>> Client::poll_plan(std::chrono::milliseconds t
   if (auto ok = require_engine("poll_plan"); !ok) return tl::unexpected(ok.error());
   plan_moves_.clear();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Without a daemon there is no plan: wait out the timeout, reattaching when the backoff says.
+  while (!attached()) {
+    try_reattach();
+    if (attached_) break;
+    if (std::chrono::steady_clock::now() >= deadline) return std::optional<kvtier_plan>{};
+    std::this_thread::sleep_until(refused_ ? deadline : std::min(deadline, next_attempt_));
+  }
   std::uint64_t epoch = 0;
   std::uint32_t sequence = 0;
   for (;;) {
@@ -294,6 +329,7 @@ Result<std::optional<kvtier_plan>> Client::poll_plan(std::chrono::milliseconds t
     }
     if ((record.flags & shm::kPlanLast) != 0) break;
   }
+  polled_ = Polled{epoch, sequence, generation_, false};
   return kvtier_plan{epoch, sequence, plan_moves_.size(), plan_moves_.data()};
 }
 
@@ -303,6 +339,14 @@ Status Client::ack_plan(std::uint64_t epoch, bool applied) {
     return make_error(Errc::kInvalidArgument, "epoch " + std::to_string(epoch) + " already acknowledged");
   }
   last_acked_ = epoch;
+  if (polled_.epoch == epoch && polled_.generation == generation_ && !polled_.acked) {
+    polled_.acked = true;
+    // The record a successor daemon rebuilds the sequence from (reattach.cpp).
+    auto it = records_.find(polled_.sequence);
+    if (applied && it != records_.end()) {
+      for (const kvtier_plan_move& m : plan_moves_) it->second.apply(m);
+    }
+  }
   const bool wake = applied ? rings_->plans.ack(epoch) : rings_->plans.fail(epoch);
   ++counters_.plans_acked;
   if (wake) ring_doorbell();
@@ -311,10 +355,12 @@ Status Client::ack_plan(std::uint64_t epoch, bool applied) {
 
 Result<bool> Client::sync(std::chrono::milliseconds timeout) {
   if (auto ok = require_engine("sync"); !ok) return tl::unexpected(ok.error());
+  if (!attached()) try_reattach();
   // The daemon raises no futex for this: poll both flags, backing off from 20 us to 1 ms.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto pause = std::chrono::microseconds(20);
   while (!(rings_->scores.consumer_idle() && rings_->plans.producer_idle())) {
+    if (!attached()) return true;  // nobody left to wait for: what was published is dropped
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
@@ -324,6 +370,10 @@ Result<bool> Client::sync(std::chrono::milliseconds timeout) {
 
 Status Client::step_end(std::uint32_t sequence, std::uint32_t step) {
   if (auto ok = require_engine("step_end"); !ok) return ok;
+  if (!attached_) {
+    ++counters_.score_records_dropped;
+    return {};
+  }
   shm::ScoreRecord marker{};
   marker.sequence = sequence;
   marker.step = step;
@@ -364,6 +414,8 @@ kvtier_client_counters Client::counters() const {
     out.backpressure_tokens = notice.tokens;
     out.backpressure_reason = notice.reason;
   }
+  out.detached = attached_ ? 0 : 1;
+  out.reattach_refused = refused_ ? 1 : 0;
   return out;
 }
 

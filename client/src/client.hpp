@@ -76,6 +76,24 @@ class Client {
   const std::optional<shm::PoolView>& pool() const { return pool_view_; }
 
  private:
+  // What this client knows of one open sequence (reattach.cpp): the options it was opened with,
+  // the positions published and, per position, the tier and slot the acknowledged-as-applied
+  // plans left it in. After a daemon restart it is the sequence (PROTOCOL.md §4 "Reattachment").
+  struct SequenceRecord {
+    kvtier_sequence_options options{};
+    std::uint32_t length = 0;            // positions published (and the prompt)
+    std::vector<std::uint8_t> tiers;     // per position; shorter: T0
+    std::vector<std::uint32_t> slots;    // per position, for T1 and T2
+    void grow(std::uint32_t end);
+    void apply(const kvtier_plan_move& move);
+  };
+  // The plan poll_plan returned last, until acknowledged.
+  struct Polled {
+    std::uint64_t epoch = 0;
+    std::uint32_t sequence = 0;
+    std::uint64_t generation = 0;  // of the rings it came from
+    bool acked = true;
+  };
   explicit Client(Connection connection, ClientOptions options)
       : connection_(std::move(connection)), options_(std::move(options)) {}
 
@@ -88,6 +106,14 @@ class Client {
                                                     std::uint32_t exporter_pid, std::span<const std::byte> ipc_handle,
                                                     int fd);
   Status require_engine(const char* what) const;
+  // Reattachment (reattach.cpp). attached(): false from the moment the daemon's end of the
+  // socket is found gone until a Reattach succeeds. lost() records that; try_reattach() makes
+  // one attempt when the backoff allows (`now`: ignore it), never while a polled plan is
+  // unacknowledged or after a refusal.
+  bool attached();
+  void lost();
+  void try_reattach(bool now = false);
+  Status reattach();
   void ring_doorbell() const;
   // Splits `values` over records of `per_record` floats, each `floats_per_position` per token.
   Status push_records(shm::ScoreKind kind, std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
@@ -115,6 +141,17 @@ class Client {
   std::vector<kvtier_plan_move> plan_moves_;
   std::uint64_t last_acked_ = 0;
   kvtier_client_counters counters_{};
+  // Reattachment state (reattach.cpp).
+  std::map<std::uint32_t, SequenceRecord> records_;
+  UniqueFd pool_fd_, int8_fd_;  // the pools' fds, presented to a successor daemon
+  std::string model_name_;
+  Polled polled_;
+  bool attached_ = true;
+  bool refused_ = false;  // a successor refused the Reattach: no more attempts
+  std::string reattach_error_;  // why
+  std::uint64_t generation_ = 0;  // rings in use: one more per reattachment
+  std::chrono::steady_clock::time_point next_attempt_{};
+  std::chrono::milliseconds backoff_{0};
 };
 
 // Copies `text` into dst[size], truncated and NUL-terminated.

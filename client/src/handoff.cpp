@@ -200,6 +200,7 @@ Result<std::uint64_t> Client::export_sequence(std::uint32_t sequence, const kvti
     if (exported.getSequenceId() != sequence) {
       return make_error(Errc::kProtocol, "SequenceExported names sequence " + std::to_string(exported.getSequenceId()));
     }
+    records_.erase(sequence);  // frozen here, adopted elsewhere: not reattached (PROTOCOL.md §4)
     return exported.getHandoffToken();
   });
 }

@@ -56,6 +56,36 @@ void ClientChannel::open_sequence(std::uint32_t sequence_id, std::uint32_t promp
   sequences_.emplace(sequence_id, Sequence{std::move(*tiers), {}, {}, std::nullopt, digest_dim, HandoffState::kNone, {}});
 }
 
+Status ClientChannel::restore(std::vector<RestoredSequence> sequences) {
+  std::vector<std::uint32_t> t1, t2;
+  for (const RestoredSequence& s : sequences) {
+    for (std::uint32_t p = 0; p < s.t1.size(); ++p) {
+      if (s.t1.slot_of(p) != tier::kNoSlot) t1.push_back(s.t1.slot_of(p));
+    }
+    for (std::uint32_t p = 0; p < s.t2.size(); ++p) {
+      if (s.t2.slot_of(p) != tier::kNoSlot) t2.push_back(s.t2.slot_of(p));
+    }
+  }
+  if (!allocator_ || (!t2.empty() && !int8_allocator_)) return make_error(Errc::kBadState, "restore before set_pool");
+  if (auto ok = allocator_->claim(t1); !ok) return ok;
+  if (!t2.empty()) {
+    if (auto ok = int8_allocator_->claim(t2); !ok) {
+      for (const std::uint32_t slot : t1) (void)allocator_->release(slot);
+      return ok;
+    }
+  }
+  for (RestoredSequence& s : sequences) {
+    sequences_.emplace(s.sequence_id, Sequence{std::move(s.tiers), std::move(s.t1), std::move(s.t2), std::nullopt,
+                                               s.digest_dim, HandoffState::kNone, {}});
+  }
+  return {};
+}
+
+void ClientChannel::keep_pool_names() {
+  if (pool_) pool_->release_name();
+  if (int8_) int8_->segment.release_name();
+}
+
 void ClientChannel::close_sequence(std::uint32_t sequence_id) {
   service();  // records pushed before the close still count
   if (lent_.erase(sequence_id) != 0) return;  // handed off (the Server refuses a close while lent)
@@ -186,7 +216,7 @@ ScoreIntake::Target ClientChannel::find(std::uint32_t sequence_id) {
 Status ClientChannel::step_ended(std::uint32_t sequence_id) {
   Sequence& sequence = sequences_.at(sequence_id);  // find() just returned it
   // A received sequence is decided once its hand-off plan resolves (resolve_handoff).
-  if (!sequence.tiers.due() || sequence.handoff == HandoffState::kReceiving) return {};
+  if (!sequence.tiers.due() || sequence.handoff == HandoffState::kReceiving || draining_) return {};
   if (outbox_.outstanding() != nullptr) {
     if (std::find(owed_.begin(), owed_.end(), sequence_id) == owed_.end()) owed_.push_back(sequence_id);
     return {};
@@ -288,6 +318,7 @@ void ClientChannel::count_committed(const tier::PlanTransaction& transaction, bo
 }
 
 Status ClientChannel::decide_owed() {
+  if (draining_) return {};
   // A hand-off first: the adopter is waiting for it, and the exporter's rows are held until then.
   if (!outbox_.outstanding() && !incoming_.empty() && !send_handoff()) return {};  // ring full: wait for the client
   if (!outbox_.outstanding() && !relief_.empty()) {

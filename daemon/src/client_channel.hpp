@@ -58,6 +58,7 @@
 #include "kvtier/tier/slot_map.hpp"
 #include "node_budget.hpp"
 #include "plan_outbox.hpp"
+#include "reattach_checks.hpp"
 #include "relief_queue.hpp"
 #include "score_intake.hpp"
 
@@ -79,6 +80,17 @@ class ClientChannel final : public BudgetMember, private ScoreIntake::Sequences 
                      std::uint32_t digest_dim);
   void close_sequence(std::uint32_t sequence_id);
   ClientSnapshot snapshot() const;
+
+  // --- reattachment and orderly stop (PROTOCOL.md §4 "Reattachment") ---
+  // After set_pool with pools adopted from a predecessor: the client's sequences as it records
+  // them, their rows claimed in the allocators. kBadState for a slot that cannot be claimed (the
+  // checks of restore_sequences make that a daemon bug); nothing is left half-claimed then.
+  Status restore(std::vector<RestoredSequence> sequences);
+  // No plan goes out from now on (scores and acks are still read).
+  void drain() noexcept { draining_ = true; }
+  bool plan_outstanding() const { return outbox_.outstanding() != nullptr; }
+  // The pool segments keep their names when the channel goes (for a successor to adopt).
+  void keep_pool_names();
 
   // Drains what the client published (scores, acks) and publishes due plans. Called on a
   // doorbell and before a close.
@@ -200,6 +212,7 @@ class ClientChannel final : public BudgetMember, private ScoreIntake::Sequences 
   std::uint64_t t2_demotions_ = 0, pressure_demotions_ = 0, pressure_evictions_ = 0, int8_trimmed_ = 0;
   shm::BackpressureReason last_backpressure_ = shm::BackpressureReason::kNone;
   bool failed_ = false;
+  bool draining_ = false;
 };
 
 }  // namespace kvtier::daemon

@@ -61,10 +61,12 @@ Status run_daemon(const config::DaemonConfig& config, spdlog::logger& log) {
     if (ec) return;
     log.info("event=shutdown signal={} clients={}", signo, server.client_count());
     supervisor.stopping();
-    server.stop();
-    watchdog.cancel();
-    // Let the sessions' close handlers run, then leave.
-    asio::post(io, [&io] { io.stop(); });
+    // Plans stop, outstanding acks are awaited, pools stay for a successor (Server).
+    server.drain_and_stop([&] {
+      watchdog.cancel();
+      // Let the sessions' close handlers run, then leave.
+      asio::post(io, [&io] { io.stop(); });
+    });
   });
   if (auto interval = supervisor.watchdog_interval(); interval && config.daemon.watchdog) {
     feed_watchdog(watchdog, supervisor, *interval);

@@ -28,7 +28,10 @@ void DataPlane::start(FailHandler on_fail) {
 
 void DataPlane::stop() {
   if (!thread_.joinable()) return;
-  asio::post(io_, [this] { channels_.clear(); });
+  asio::post(io_, [this] {
+    drain_timer_.reset();
+    channels_.clear();
+  });
   work_.reset();
   thread_.join();
 }
@@ -61,6 +64,47 @@ void DataPlane::set_pool(std::uint32_t client_id, PoolSetup pools) {
   post([this, client_id, state] {
     if (auto it = channels_.find(client_id); it != channels_.end()) it->second->set_pool(std::move(*state));
   });
+}
+
+void DataPlane::restore(std::uint32_t client_id, PoolSetup pools, std::vector<RestoredSequence> sequences,
+                        std::function<void(Status)> done) {
+  auto state = std::make_shared<std::pair<PoolSetup, std::vector<RestoredSequence>>>(std::move(pools),
+                                                                                    std::move(sequences));
+  post([this, client_id, state, done = std::move(done)] {
+    Status restored = make_error(Errc::kNotFound, "client gone");
+    if (auto it = channels_.find(client_id); it != channels_.end()) {
+      it->second->set_pool(std::move(state->first));
+      restored = it->second->restore(std::move(state->second));
+      it->second->service();  // scores may have arrived already
+    }
+    asio::post(control_io_, [done, restored] { done(restored); });
+  });
+}
+
+void DataPlane::drain(std::chrono::milliseconds timeout, std::function<void(std::size_t)> done) {
+  post([this, timeout, done = std::move(done)] {
+    for (auto& [id, channel] : channels_) channel->drain();
+    drain_timer_ = std::make_unique<asio::steady_timer>(io_);
+    drain_round(std::chrono::steady_clock::now() + timeout, done);
+  });
+}
+
+void DataPlane::drain_round(std::chrono::steady_clock::time_point deadline, std::function<void(std::size_t)> done) {
+  std::size_t outstanding = 0;
+  for (auto& [id, channel] : channels_) {
+    channel->service();  // reads the acks that came in
+    outstanding += channel->plan_outstanding() ? 1 : 0;
+  }
+  if (outstanding != 0 && std::chrono::steady_clock::now() < deadline) {
+    // Acks ring the doorbell only while the channel sleeps; a short poll catches the rest.
+    drain_timer_->expires_after(std::chrono::milliseconds(2));
+    drain_timer_->async_wait([this, deadline, done](std::error_code ec) {
+      if (!ec) drain_round(deadline, done);
+    });
+    return;
+  }
+  for (auto& [id, channel] : channels_) channel->keep_pool_names();
+  asio::post(control_io_, [done, outstanding] { done(outstanding); });
 }
 
 void DataPlane::open_sequence(std::uint32_t client_id, std::uint32_t sequence_id, std::uint32_t prompt_length,

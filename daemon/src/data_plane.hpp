@@ -10,6 +10,7 @@
 // is reported through the fail handler (on the control thread) and ignored from then on.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -20,6 +21,7 @@
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
 #include <spdlog/logger.h>
 
 #include "kvtier/config/config.hpp"
@@ -32,6 +34,7 @@
 #include "kvtier/tier/tier_params.hpp"
 #include "handoff.hpp"
 #include "node_budget.hpp"
+#include "reattach_checks.hpp"
 
 namespace kvtier::daemon {
 
@@ -92,6 +95,15 @@ class DataPlane {
   void open_sequence(std::uint32_t client_id, std::uint32_t sequence_id, std::uint32_t prompt_length,
                      const tier::TierParams& params, std::uint32_t digest_dim, std::function<void()> done);
   void close_sequence(std::uint32_t client_id, std::uint32_t sequence_id, std::function<void()> done);
+  // Reattach: the client's pools (adopted from a predecessor, PoolSetup as set_pool takes it)
+  // and its sequences as it records them; `done` runs on the control thread with
+  // ClientChannel::restore's result.
+  void restore(std::uint32_t client_id, PoolSetup pools, std::vector<RestoredSequence> sequences,
+               std::function<void(Status)> done);
+  // SIGTERM: no channel publishes another plan; acks keep being read until none is outstanding
+  // or `timeout` passed. Then every channel keeps its pool names for a successor and `done`
+  // runs on the control thread with the number of plans still outstanding.
+  void drain(std::chrono::milliseconds timeout, std::function<void(std::size_t outstanding)> done);
   // Destroys the client's channel (unmaps and unlinks its segments), then runs `done` on the
   // control thread.
   void detach(std::uint32_t client_id, std::function<void()> done);
@@ -117,6 +129,8 @@ class DataPlane {
   void report_failure(std::uint32_t client_id, const Error& error);
   // A channel resolved a hand-off it received: tell the exporter's channel and the control plane.
   void handoff_resolved(const HandoffOrigin& origin, std::optional<tier::SequenceTiers> returned);
+  // One round of drain(): services every channel, then finishes or re-arms drain_timer_.
+  void drain_round(std::chrono::steady_clock::time_point deadline, std::function<void(std::size_t)> done);
 
   asio::io_context& control_io_;
   const config::DaemonConfig& config_;
@@ -127,6 +141,7 @@ class DataPlane {
   std::function<void(const HandoffOrigin&, bool)> on_handoff_resolved_;
   NodeBudget budget_;  // node-wide DDR accounting; every channel is a member (so declared first)
   std::map<std::uint32_t, std::unique_ptr<ClientChannel>> channels_;
+  std::unique_ptr<asio::steady_timer> drain_timer_;  // on io_, while draining
   std::jthread thread_;
 };
 

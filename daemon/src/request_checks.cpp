@@ -40,19 +40,25 @@ Result<PoolRequest> pool_request_from_wire(wire::RegisterModel::Reader request, 
 
 Result<OpenRequest> open_request_from_wire(wire::OpenSequence::Reader request, const config::DaemonConfig& config,
                                            bool has_int8_pool, std::uint64_t sequence_salt) {
+  return open_request_from_wire(request.getPromptLength(), request.getTiering(), config, has_int8_pool, sequence_salt);
+}
+
+Result<OpenRequest> open_request_from_wire(std::uint32_t prompt_length, wire::TierParams::Reader tiering,
+                                           const config::DaemonConfig& config, bool has_int8_pool,
+                                           std::uint64_t sequence_salt) {
   const auto& limits = config.limits;
   OpenRequest open;
-  open.prompt_length = request.getPromptLength();
+  open.prompt_length = prompt_length;
   if (open.prompt_length >= limits.max_tokens_per_sequence) {
     return make_error(Errc::kInvalidArgument, "prompt length " + std::to_string(open.prompt_length) +
                                                   " exceeds limits.max_tokens_per_sequence=" +
                                                   std::to_string(limits.max_tokens_per_sequence));
   }
-  auto params = tier_params_from_wire(request.getTiering(), config.tiering, sequence_salt);
+  auto params = tier_params_from_wire(tiering, config.tiering, sequence_salt);
   if (!params) return tl::unexpected(params.error());
   open.params = *params;
   if (!has_int8_pool && tier::int8_enabled(open.params)) {
-    if (!request.getTiering().getUseDefaults()) {
+    if (!tiering.getUseDefaults()) {
       return make_error(Errc::kBadState, "sequence asks for the int8 tier (int8Ratio " +
                                              std::to_string(open.params.int8_ratio) + ", int8Tokens " +
                                              std::to_string(open.params.int8_tokens) +
@@ -60,7 +66,7 @@ Result<OpenRequest> open_request_from_wire(wire::OpenSequence::Reader request, c
     }
     open.params.int8_ratio = 0.0;  // the node default asks for T2; a client without an int8 pool has none
   }
-  const std::uint32_t digest_dim = request.getTiering().getKeyDigestDim();
+  const std::uint32_t digest_dim = tiering.getKeyDigestDim();
   if (digest_dim > protocol::kMaxKeyDigestDim) {
     return make_error(Errc::kInvalidArgument, "keyDigestDim " + std::to_string(digest_dim) + " exceeds " +
                                                   std::to_string(protocol::kMaxKeyDigestDim));

@@ -48,5 +48,9 @@ struct OpenRequest {
 // digest width. `sequence_salt` seeds the random policies (tier_defaults).
 Result<OpenRequest> open_request_from_wire(wire::OpenSequence::Reader request, const config::DaemonConfig& config,
                                            bool has_int8_pool, std::uint64_t sequence_salt);
+// The same checks for a sequence's prompt length and tier parameters given apart (Reattach).
+Result<OpenRequest> open_request_from_wire(std::uint32_t prompt_length, wire::TierParams::Reader tiering,
+                                           const config::DaemonConfig& config, bool has_int8_pool,
+                                           std::uint64_t sequence_salt);
 
 }  // namespace kvtier::daemon

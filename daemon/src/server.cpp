@@ -1,6 +1,7 @@
 #include "server.hpp"
 
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -49,7 +50,9 @@ Server::Server(asio::io_context& io, const config::DaemonConfig& config, DataPla
       supervisor_(supervisor),
       log_(log),
       epoch_(epoch),
-      started_(std::chrono::steady_clock::now()) {
+      started_(std::chrono::steady_clock::now()),
+      predecessors_(config.daemon.shm_prefix, epoch, log),
+      sweep_timer_(io) {
   data_plane_.on_handoff_resolved([this](const HandoffOrigin& origin, bool applied) {
     ExportRegistry::Entry* entry = exports_.find(origin.token);
     if (entry == nullptr) return;
@@ -68,7 +71,22 @@ const char* Server::version() const { return KVTIER_VERSION; }
 
 void Server::start(asio::local::stream_protocol::acceptor acceptor) {
   acceptor_ = std::make_unique<asio::local::stream_protocol::acceptor>(std::move(acceptor));
+  if (const std::size_t orphans = predecessors_.scan(); orphans != 0) {
+    log_.info("event=predecessor_pools orphans={} grace_ms={}", orphans, config_.limits.orphan_grace_ms);
+    schedule_sweep();
+  }
   accept_next();
+}
+
+void Server::schedule_sweep() {
+  if (predecessors_.size() == 0 || stopping_) return;
+  const std::chrono::milliseconds grace(config_.limits.orphan_grace_ms);
+  sweep_timer_.expires_after(std::max<std::chrono::milliseconds>(grace, std::chrono::milliseconds(100)));
+  sweep_timer_.async_wait([this, grace](std::error_code ec) {
+    if (ec || stopping_) return;
+    predecessors_.sweep(grace);
+    schedule_sweep();
+  });
 }
 
 void Server::accept_next() {
@@ -143,7 +161,7 @@ Result<EngineAttachment> Server::attach_engine(Session& session) {
   return attachment;
 }
 
-Result<PoolGrant> Server::register_pool(Session& session, const PoolRequest& request) {
+Status Server::check_pool_limits(const PoolRequest& request) const {
   // pools.ddr_bytes_total caps DDR rows in use (the data plane's NodeBudget), not segment sizes.
   const std::uint64_t ddr_bytes = sizeof(shm::SegmentHeader) + shm::pool_payload_bytes(request.ddr);
   const std::uint64_t int8_bytes =
@@ -160,10 +178,19 @@ Result<PoolGrant> Server::register_pool(Session& session, const PoolRequest& req
                                                 std::to_string(int8_bytes_used_) + " of pools.int8_bytes_total=" +
                                                 std::to_string(int8_total) + " in use");
   }
+  return {};
+}
+
+Result<PoolGrant> Server::register_pool(Session& session, const PoolRequest& request) {
+  if (auto ok = check_pool_limits(request); !ok) return tl::unexpected(ok.error());
   const std::uint32_t id = session.client_id();
+  ClientRecord& record = clients_.at(id);
+  // The header names the client's process: a successor adopts the pools only for its uid and
+  // removes them once that process is gone.
+  const shm::SegmentOwner owner{static_cast<std::uint32_t>(record.peer.uid), static_cast<std::uint32_t>(record.peer.pid)};
   auto name = segment_name(id, shm::SegmentKind::kPool);
   if (!name) return tl::unexpected(name.error());
-  auto segment = shm::create_pool_segment(*name, request.ddr, epoch_, id);
+  auto segment = shm::create_pool_segment(*name, request.ddr, epoch_, id, owner);
   if (!segment) return tl::unexpected(segment.error());
   auto client_fd = UniqueFd::duplicate(segment->fd());
   if (!client_fd) return tl::unexpected(client_fd.error());
@@ -172,7 +199,7 @@ Result<PoolGrant> Server::register_pool(Session& session, const PoolRequest& req
   if (request.int8) {
     auto int8_name = segment_name(id, shm::SegmentKind::kInt8Pool);
     if (!int8_name) return tl::unexpected(int8_name.error());
-    auto created = shm::create_int8_pool_segment(*int8_name, *request.int8, epoch_, id);
+    auto created = shm::create_int8_pool_segment(*int8_name, *request.int8, epoch_, id, owner);
     if (!created) return tl::unexpected(created.error());
     auto int8_fd = UniqueFd::duplicate(created->fd());
     if (!int8_fd) return tl::unexpected(int8_fd.error());
@@ -180,7 +207,6 @@ Result<PoolGrant> Server::register_pool(Session& session, const PoolRequest& req
     grant.int8_segment_bytes = created->size();
     int8_segment.emplace(std::move(*created));
   }
-  ClientRecord& record = clients_.at(id);
   record.pool_bytes = grant.segment_bytes + grant.int8_segment_bytes;
   record.int8_bytes = grant.int8_segment_bytes;
   record.weight = request.weight;
@@ -198,10 +224,90 @@ Result<PoolGrant> Server::register_pool(Session& session, const PoolRequest& req
 }
 
 Result<std::string> Server::segment_name(std::uint32_t client_id, shm::SegmentKind kind) const {
-  // The epoch in the prefix keeps a new daemon clear of segments a crashed one left behind.
-  char epoch[17];
-  std::snprintf(epoch, sizeof(epoch), "%016llx", static_cast<unsigned long long>(epoch_));
-  return shm::segment_name(config_.daemon.shm_prefix + "-" + epoch, client_id, kind);
+  // The epoch in the prefix keeps a new daemon's names clear of its predecessors'.
+  return Predecessors::name_of(config_.daemon.shm_prefix, epoch_, client_id, kind);
+}
+
+Result<std::string> Server::check_claim(std::uint64_t previous_epoch, std::uint32_t previous_client,
+                                        shm::SegmentKind kind, int fd, std::uint32_t uid) const {
+  auto name = Predecessors::name_of(config_.daemon.shm_prefix, previous_epoch, previous_client, kind);
+  if (!name) return tl::unexpected(name.error());
+  const shm::Segment* orphan = predecessors_.find(*name);
+  if (orphan == nullptr) {
+    return make_error(Errc::kNotFound, "no segment " + *name +
+                                           " waits for its client (never created, reattached already, or removed "
+                                           "after its process exited)");
+  }
+  struct stat sent{}, held{};
+  if (fd < 0 || ::fstat(fd, &sent) != 0 || ::fstat(orphan->fd(), &held) != 0 || sent.st_dev != held.st_dev ||
+      sent.st_ino != held.st_ino) {
+    return make_error(Errc::kPermissionDenied, "the fd sent for " + *name + " is not that segment");
+  }
+  if (orphan->owner().uid != uid) {
+    return make_error(Errc::kPermissionDenied, *name + " belongs to uid " + std::to_string(orphan->owner().uid) +
+                                                   ", not " + std::to_string(uid));
+  }
+  return name;
+}
+
+Status Server::reattach(Session& session, const PoolRequest& request, std::uint64_t previous_epoch,
+                        std::uint32_t previous_client, std::span<const UniqueFd> fds,
+                        std::vector<RestoredSequence> sequences, std::function<void(Status)> done) {
+  if (previous_epoch == epoch_) {
+    return make_error(Errc::kBadState, "epoch " + std::to_string(previous_epoch) +
+                                           " is this daemon's own: a client reattaches only to a successor of "
+                                           "the daemon that created its pools");
+  }
+  const std::size_t expected = request.int8 ? 2 : 1;
+  if (fds.size() != expected) {
+    return make_error(Errc::kInvalidArgument, "Reattach carries " + std::to_string(fds.size()) + " fds, needs " +
+                                                  std::to_string(expected) + " (the pool's, then the int8 pool's)");
+  }
+  const std::uint32_t id = session.client_id();
+  ClientRecord& record = clients_.at(id);
+  const auto uid = static_cast<std::uint32_t>(record.peer.uid);
+  auto ddr_name = check_claim(previous_epoch, previous_client, shm::SegmentKind::kPool, fds[0].get(), uid);
+  if (!ddr_name) return tl::unexpected(ddr_name.error());
+  std::optional<std::string> int8_name;
+  if (request.int8) {
+    auto claimed = check_claim(previous_epoch, previous_client, shm::SegmentKind::kInt8Pool, fds[1].get(), uid);
+    if (!claimed) return tl::unexpected(claimed.error());
+    int8_name = *claimed;
+  }
+  // The segments' own blocks must be what the client registers now.
+  auto view = shm::PoolView::validate(predecessors_.find(*ddr_name)->bytes());
+  if (!view) return tl::unexpected(view.error());
+  if (!(view->geometry() == request.ddr)) {
+    return make_error(Errc::kInvalidArgument, *ddr_name + " holds " + std::to_string(view->geometry().slots) +
+                                                  " slots of another geometry than the Reattach registers");
+  }
+  if (int8_name) {
+    auto int8_view = shm::Int8PoolView::validate(predecessors_.find(*int8_name)->bytes());
+    if (!int8_view) return tl::unexpected(int8_view.error());
+    if (!(int8_view->geometry() == *request.int8)) {
+      return make_error(Errc::kInvalidArgument, *int8_name + " holds another int8 geometry than the Reattach "
+                                                             "registers (pools.int8_group_tokens changed?)");
+    }
+  }
+  if (auto ok = check_pool_limits(request); !ok) return ok;
+
+  shm::Segment ddr = predecessors_.adopt(*ddr_name);
+  std::optional<Int8Pool> int8;
+  if (int8_name) int8.emplace(Int8Pool{predecessors_.adopt(*int8_name), *request.int8});
+  record.pool_bytes = ddr.size() + (int8 ? int8->segment.size() : 0);
+  record.int8_bytes = int8 ? int8->segment.size() : 0;
+  record.weight = request.weight;
+  pool_bytes_used_ += record.pool_bytes;
+  int8_bytes_used_ += record.int8_bytes;
+  std::uint64_t rows = 0;
+  for (const RestoredSequence& sequence : sequences) rows += sequence.rows();
+  log_.info("event=client_reattached client_id={} pid={} previous_epoch={:016x} previous_client_id={} sequences={} "
+            "rows={} pool_bytes={}",
+            id, record.peer.pid, previous_epoch, previous_client, sequences.size(), rows, record.pool_bytes);
+  data_plane_.restore(id, PoolSetup{std::move(ddr), request.ddr, std::move(int8), request.dtype, request.weight},
+                      std::move(sequences), std::move(done));
+  report_status();
+  return {};
 }
 
 void Server::count_error(std::uint32_t client_id) {
@@ -268,8 +374,28 @@ void Server::report_status() {
                      std::to_string(pool_bytes_used_) + " pool bytes");
 }
 
+void Server::drain_and_stop(std::function<void()> done) {
+  stopping_ = true;
+  if (acceptor_) {
+    std::error_code ignored;
+    acceptor_->close(ignored);
+  }
+  const auto began = std::chrono::steady_clock::now();
+  data_plane_.drain(std::chrono::milliseconds(config_.limits.drain_timeout_ms),
+                    [this, began, done = std::move(done)](std::size_t outstanding) {
+    predecessors_.keep_names();
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began);
+    log_.info("event=drained outstanding_plans={} ms={} engine_clients={} (their pools keep their names for a "
+              "successor)",
+              outstanding, ms.count(), engine_count());
+    stop();
+    done();
+  });
+}
+
 void Server::stop() {
   stopping_ = true;
+  sweep_timer_.cancel();
   if (acceptor_) {
     std::error_code ignored;
     acceptor_->close(ignored);

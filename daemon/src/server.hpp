@@ -13,11 +13,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 
 #include <asio/io_context.hpp>
 #include <asio/local/stream_protocol.hpp>
 #include <asio/posix/stream_descriptor.hpp>
+#include <asio/steady_timer.hpp>
 #include <capnp/message.h>
 #include <spdlog/logger.h>
 
@@ -30,6 +32,8 @@
 #include "kvtier/shm/layout.hpp"
 #include "kvtier/shm/pool_geometry.hpp"
 #include "peer.hpp"
+#include "predecessors.hpp"
+#include "reattach_checks.hpp"
 #include "request_checks.hpp"
 #include "supervisor.hpp"
 
@@ -59,7 +63,11 @@ class Server {
 
   // Starts accepting on `acceptor`.
   void start(asio::local::stream_protocol::acceptor acceptor);
-  // Stops accepting and closes every session (orderly drain on SIGTERM).
+  // SIGTERM: stops accepting and publishing plans, waits up to limits.drain_timeout_ms for the
+  // outstanding acks, keeps every pool's name for a successor, closes every session, then runs
+  // `done`.
+  void drain_and_stop(std::function<void()> done);
+  // Stops accepting and closes every session.
   void stop();
 
   // --- used by sessions -----------------------------------------------------------------
@@ -71,6 +79,14 @@ class Server {
 
   Result<EngineAttachment> attach_engine(Session& session);
   Result<PoolGrant> register_pool(Session& session, const PoolRequest& request);
+  // Reattach (PROTOCOL.md §4 "Reattachment"): checks the session's claim on the pools a
+  // predecessor (epoch `previous_epoch`, client `previous_client`) made for it, with the fds it
+  // sent (`fds`: the pool's, then the int8 pool's), and on success takes them and hands them
+  // with `sequences` to the data plane; `done` runs once the data plane restored them. Every
+  // refusal leaves the orphans as they were.
+  Status reattach(Session& session, const PoolRequest& request, std::uint64_t previous_epoch,
+                  std::uint32_t previous_client, std::span<const UniqueFd> fds,
+                  std::vector<RestoredSequence> sequences, std::function<void(Status)> done);
   void build_status(std::function<void(capnp::MallocMessageBuilder&)> reply);
   void count_error(std::uint32_t client_id);
   void on_session_closed(std::uint32_t client_id);
@@ -103,6 +119,13 @@ class Server {
   // Of those, the disconnected ones.
   std::size_t closing_count() const;
   Result<std::string> segment_name(std::uint32_t client_id, shm::SegmentKind kind) const;
+  // limits.max_pool_bytes_per_client and pools.int8_bytes_total for pools of `request`.
+  Status check_pool_limits(const PoolRequest& request) const;
+  // Checks one claimed segment (see reattach): the orphan it names exists, `fd` is it, and it
+  // belongs to `uid`. Returns the orphan's name.
+  Result<std::string> check_claim(std::uint64_t previous_epoch, std::uint32_t previous_client, shm::SegmentKind kind,
+                                  int fd, std::uint32_t uid) const;
+  void schedule_sweep();
 
   asio::io_context& io_;
   const config::DaemonConfig& config_;
@@ -117,6 +140,8 @@ class Server {
   std::uint64_t pool_bytes_used_ = 0;  // segment bytes, DDR and int8
   std::uint64_t int8_bytes_used_ = 0;  // int8 segment bytes (pools.int8_bytes_total)
   ExportRegistry exports_;
+  Predecessors predecessors_;
+  asio::steady_timer sweep_timer_;
   bool stopping_ = false;
 };
 

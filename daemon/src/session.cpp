@@ -86,6 +86,7 @@ Status Session::dispatch(wire::ClientMessage::Reader message) {
     case wire::ClientMessage::STATUS_REQUEST: return on_status();
     case wire::ClientMessage::EXPORT_SEQUENCE: return on_export(message.getExportSequence());
     case wire::ClientMessage::ADOPT_SEQUENCE: return on_adopt(message.getAdoptSequence());
+    case wire::ClientMessage::REATTACH: return on_reattach(message.getReattach());
   }
   return make_error(Errc::kInvalidArgument, "unknown request (message type " +
                                                 std::to_string(static_cast<int>(which)) + ")");

@@ -68,6 +68,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // Cancels an export nobody adopts, then closes (CloseSequence's reply when it succeeds).
   Status close_sequence(std::uint32_t id);
   Status on_status();
+  // Reattach after a daemon restart (session_reattach.cpp; PROTOCOL.md §4 "Reattachment").
+  Status on_reattach(wire::Reattach::Reader request);
   // Sequence hand-off (session_handoff.cpp).
   Status on_export(wire::ExportSequence::Reader request);
   Status on_adopt(wire::AdoptSequence::Reader request);

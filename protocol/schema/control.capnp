@@ -44,6 +44,7 @@ struct ClientMessage {
     statusRequest @4 :StatusRequest;
     exportSequence @5 :ExportSequence;  # 1.2
     adoptSequence @6 :AdoptSequence;    # 1.2
+    reattach @7 :Reattach;              # 1.4
   }
 }
 
@@ -58,6 +59,7 @@ struct DaemonMessage {
     statusReply @6 :StatusReply;
     sequenceExported @7 :SequenceExported;  # 1.2
     sequenceAdopted @8 :SequenceAdopted;    # 1.2
+    reattached @9 :Reattached;              # 1.4
   }
 }
 
@@ -253,6 +255,42 @@ struct SequenceAdopted {
   # 0 and paper, and the adopter falls back to kDefaultKeyDigestDim.
   keyDigestDim @5 :UInt32;  # floats per key digest (r_kv), fixed when the exporter opened it
   policy @6 :Policy;        # the sequence's policy (which features it takes)
+}
+
+# ---------------------------------------------------------------------------------------------
+# Reattachment (1.4): after the daemon that created its pools died or restarted, an engine client
+# sends Reattach instead of RegisterModel, with its pool segment fds (the DDR pool's, then the
+# int8 pool's when it has one) on the frame. The new daemon checks the claim (PROTOCOL.md §4
+# "Reattachment") and rebuilds the client's sequences from the placement the client records.
+
+struct Reattach {
+  model @0 :RegisterModel;        # what the client registered with the daemon that is gone
+  previousEpoch @1 :UInt64;       # that daemon's epoch (Welcome.daemonEpoch)
+  previousClientId @2 :UInt32;    # the client id it was given
+  sequences @3 :List(ReattachedSequence);
+}
+
+# One open sequence as the client's acknowledged plans left it. Tokens [0, length) not listed
+# in t1, t2 or t3 are T0 (the engine's cache).
+struct ReattachedSequence {
+  sequenceId @0 :UInt32;
+  promptLength @1 :UInt32;
+  length @2 :UInt32;               # positions the client has published scores or features for
+  tiering @3 :TierParams;          # as sent in its OpenSequence
+  t1Positions @4 :List(UInt32);    # ascending; t1Slots[i] is the DDR pool slot of t1Positions[i]
+  t1Slots @5 :List(UInt32);
+  t2Positions @6 :List(UInt32);    # ascending; t2Slots[i] is the int8 pool slot
+  t2Slots @7 :List(UInt32);
+  t3Positions @8 :List(UInt32);    # ascending: evicted
+}
+
+struct Reattached {
+  # The client's pools are this daemon's now; sequences keep their ids.
+  poolSlots @0 :UInt32;
+  int8Slots @1 :UInt32;
+  weight @2 :UInt32;
+  sequences @3 :UInt32;   # sequences adopted
+  rowsAdopted @4 :UInt64; # T1 and T2 rows taken over
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -8,10 +8,10 @@
 namespace kvtier::shm {
 
 Result<Segment> create_int8_pool_segment(std::string name, const Int8PoolGeometry& geometry,
-                                         std::uint64_t epoch, std::uint32_t client_id) {
+                                         std::uint64_t epoch, std::uint32_t client_id, SegmentOwner owner) {
   KVTIER_CHECK(geometry.total_bytes() <= kMaxPoolBytes, "int8 pool geometry beyond kMaxPoolBytes");
   return detail::create_block_segment<Int8PoolBlock>(std::move(name), SegmentKind::kInt8Pool, geometry,
-                                                     int8_pool_payload_bytes(geometry), epoch, client_id);
+                                                     int8_pool_payload_bytes(geometry), epoch, client_id, owner);
 }
 
 Result<Int8PoolView> Int8PoolView::validate(std::span<std::byte> segment) {

@@ -16,13 +16,14 @@ namespace kvtier::shm::detail {
 
 template <class Block, class Geometry>
 Result<Segment> create_block_segment(std::string name, SegmentKind kind, const Geometry& geometry,
-                                     std::uint64_t payload_bytes, std::uint64_t epoch, std::uint32_t client_id) {
+                                     std::uint64_t payload_bytes, std::uint64_t epoch, std::uint32_t client_id,
+                                     SegmentOwner owner) {
   Block block{};
   block.geometry = geometry;
   block.rows_offset = kPoolRowsOffset;
   block.rows_bytes = geometry.total_bytes();
   auto init = [&block](std::span<std::byte> payload) { std::memcpy(payload.data(), &block, sizeof(block)); };
-  return Segment::create(std::move(name), kind, payload_bytes, epoch, client_id, init);
+  return Segment::create(std::move(name), kind, payload_bytes, epoch, client_id, init, owner);
 }
 
 // Copies the Block out of `segment`, re-checks its geometry with `check` (Geometry ->

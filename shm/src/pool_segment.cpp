@@ -8,10 +8,10 @@
 namespace kvtier::shm {
 
 Result<Segment> create_pool_segment(std::string name, const PoolGeometry& geometry,
-                                    std::uint64_t epoch, std::uint32_t client_id) {
+                                    std::uint64_t epoch, std::uint32_t client_id, SegmentOwner owner) {
   KVTIER_CHECK(geometry.total_bytes() <= kMaxPoolBytes, "pool geometry beyond kMaxPoolBytes");
   return detail::create_block_segment<PoolBlock>(std::move(name), SegmentKind::kPool, geometry,
-                                                 pool_payload_bytes(geometry), epoch, client_id);
+                                                 pool_payload_bytes(geometry), epoch, client_id, owner);
 }
 
 Result<PoolView> PoolView::validate(std::span<std::byte> segment) {

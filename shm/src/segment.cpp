@@ -33,6 +33,7 @@ struct Segment::Impl {
   SegmentKind kind = SegmentKind::kControl;
   std::uint64_t epoch = 0;
   std::uint32_t client_id = 0;
+  SegmentOwner owner;
 
   ~Impl() {
     // Unmap and close first (members destroyed after this body); unlinking only drops the name.
@@ -114,7 +115,7 @@ Segment::~Segment() = default;
 
 Result<Segment> Segment::create(std::string name, SegmentKind kind, std::size_t payload_bytes,
                                 std::uint64_t epoch, std::uint32_t client_id,
-                                const PayloadInit& init) {
+                                const PayloadInit& init, SegmentOwner owner) {
   if (auto ok = check_name(name); !ok) return tl::unexpected(std::move(ok.error()));
   const std::size_t page = page_size();
   constexpr std::size_t kMaxSegmentBytes = std::size_t{1} << 46;
@@ -143,6 +144,7 @@ Result<Segment> Segment::create(std::string name, SegmentKind kind, std::size_t 
   impl->kind = kind;
   impl->epoch = epoch;
   impl->client_id = client_id;
+  impl->owner = owner;
 
   auto* header = new (impl->region.get_address()) SegmentHeader{};
   header->magic = kSegmentMagic;
@@ -153,6 +155,8 @@ Result<Segment> Segment::create(std::string name, SegmentKind kind, std::size_t 
   header->layout_fingerprint = kLayoutFingerprint;
   header->daemon_epoch = epoch;
   header->client_id = client_id;
+  header->owner_uid = owner.uid;
+  header->owner_pid = owner.pid;
   Segment segment(std::move(impl));
   if (init) init(segment.payload());
   header->ready.store(1, std::memory_order_release);  // last: publishes everything above
@@ -185,6 +189,7 @@ Result<Segment> Segment::open_existing(std::string name) {
   impl->kind = header.kind;
   impl->epoch = header.daemon_epoch;
   impl->client_id = header.client_id;
+  impl->owner = SegmentOwner{header.owner_uid, header.owner_pid};
   impl->owns_name = true;
   return Segment(std::move(impl));
 }
@@ -198,6 +203,7 @@ const std::string& Segment::name() const noexcept { return impl_->name; }
 SegmentKind Segment::kind() const noexcept { return impl_->kind; }
 std::uint64_t Segment::epoch() const noexcept { return impl_->epoch; }
 std::uint32_t Segment::client_id() const noexcept { return impl_->client_id; }
+SegmentOwner Segment::owner() const noexcept { return impl_->owner; }
 void Segment::release_name() noexcept { impl_->owns_name = false; }
 
 }  // namespace kvtier::shm

@@ -30,6 +30,7 @@
 #include "kvtier/protocol/version.hpp"
 #include "kvtier/shm/layout.hpp"
 #include "kvtier/tier/sequence_tiers.hpp"
+#include "reattach_checks.hpp"
 #include "request_checks.hpp"
 
 namespace {
@@ -77,6 +78,7 @@ class FuzzSession {
         return {};
       case wire::ClientMessage::EXPORT_SEQUENCE: return on_export(message.getExportSequence());
       case wire::ClientMessage::ADOPT_SEQUENCE: return on_adopt(message.getAdoptSequence());
+      case wire::ClientMessage::REATTACH: return on_reattach(message.getReattach());
     }
     return kvtier::make_error(Errc::kInvalidArgument, "unknown request");
   }
@@ -104,6 +106,23 @@ class FuzzSession {
     geometry_ = pool->ddr;
     dtype_ = request.getDtype();
     int8_ = pool->int8.has_value();
+    return {};
+  }
+
+  // What Session::on_reattach checks before the Server looks at the segments.
+  Status on_reattach(wire::Reattach::Reader request) {
+    if (!engine_) return kvtier::make_error(Errc::kPermissionDenied, "Reattach needs the engine role");
+    if (geometry_) return kvtier::make_error(Errc::kBadState, "Reattach after RegisterModel");
+    auto pool = daemon::pool_request_from_wire(request.getModel(), config_.pools);
+    if (!pool) return tl::unexpected(pool.error());
+    auto restored = daemon::restore_sequences(request, *pool, config_, 1);
+    if (!restored) return tl::unexpected(restored.error());
+    for (const auto& s : *restored) {
+      // Every T1/T2 token has exactly one slot, inside its pool.
+      if (s.t1.slotted() != s.tiers.count(kvtier::tier::Tier::kT1)) fail("T1 tokens and slots disagree");
+      if (s.t2.slotted() != s.tiers.count(kvtier::tier::Tier::kT2)) fail("T2 tokens and slots disagree");
+      if (s.tiers.length() < s.tiers.prompt_length()) fail("restored sequence shorter than its prompt");
+    }
     return {};
   }
 

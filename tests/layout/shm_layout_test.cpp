@@ -14,11 +14,11 @@ namespace {
 
 #define KVTIER_EXPECT_OFFSET(Type, field, offset) EXPECT_EQ(offsetof(Type, field), std::size_t{offset})
 
-TEST(ShmLayout, VersionIsThree) { EXPECT_EQ(kLayoutVersion, 3u); }
+TEST(ShmLayout, VersionIsFour) { EXPECT_EQ(kLayoutVersion, 4u); }
 
 TEST(ShmLayout, FingerprintIsPinned) {
   // Deliberately hard-coded: a layout change must be a conscious edit here and in LAYOUT.md.
-  EXPECT_EQ(kLayoutFingerprint, 0xa6c409c951691e42ull);
+  EXPECT_EQ(kLayoutFingerprint, 0x15997de339439896ull);
 }
 
 TEST(ShmLayout, MagicReadsKvtiersgInMemory) {
@@ -46,13 +46,14 @@ TEST(ShmLayout, SegmentHeader) {
   KVTIER_EXPECT_OFFSET(SegmentHeader, layout_version, 8);
   KVTIER_EXPECT_OFFSET(SegmentHeader, kind, 12);
   KVTIER_EXPECT_OFFSET(SegmentHeader, header_size, 16);
-  KVTIER_EXPECT_OFFSET(SegmentHeader, reserved0, 20);
+  KVTIER_EXPECT_OFFSET(SegmentHeader, owner_uid, 20);
   KVTIER_EXPECT_OFFSET(SegmentHeader, segment_size, 24);
   KVTIER_EXPECT_OFFSET(SegmentHeader, layout_fingerprint, 32);
   KVTIER_EXPECT_OFFSET(SegmentHeader, daemon_epoch, 40);
   KVTIER_EXPECT_OFFSET(SegmentHeader, client_id, 48);
   KVTIER_EXPECT_OFFSET(SegmentHeader, ready, 52);
-  KVTIER_EXPECT_OFFSET(SegmentHeader, reserved1, 56);
+  KVTIER_EXPECT_OFFSET(SegmentHeader, owner_pid, 56);
+  KVTIER_EXPECT_OFFSET(SegmentHeader, reserved1, 60);
 }
 
 TEST(ShmLayout, ControlBlock) {

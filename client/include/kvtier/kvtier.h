@@ -188,6 +188,13 @@ typedef struct kvtier_client_counters {
   uint64_t plans_acked;
   uint64_t backpressure_tokens; /* tokens the daemon kept in T0 for lack of a host row, so far */
   uint32_t backpressure_reason; /* kvtier_backpressure of the latest such notice */
+  /* Daemon restarts (PROTOCOL.md §4 "Reattachment"): times the daemon's end of the connection
+   * was found gone, and successful reattachments to a successor. Between the two the engine
+   * decodes on its last placement: no plans, scores and step ends dropped (and counted above). */
+  uint64_t daemon_losses;
+  uint64_t reattachments;
+  uint32_t detached;        /* 1 while no daemon is attached */
+  uint32_t reattach_refused; /* 1 once a successor refused the reattachment (no more attempts) */
 } kvtier_client_counters;
 
 /* out->struct_size: 0 (or this header's size) fills the whole struct; a smaller size (a caller

@@ -100,7 +100,7 @@ std::string eviction_mode_rule(std::string_view text) {
 constexpr std::array<std::string_view, 4> kTables = {"daemon", "limits", "tiering", "pools"};
 
 // clang-format off
-const std::array<FieldSpec, 31> kFields = {{
+const std::array<FieldSpec, 33> kFields = {{
   {.table = "daemon", .key = "runtime_dir",
    .help = "directory of the socket and lock file (systemd RuntimeDirectory=)",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.daemon.runtime_dir; },
@@ -156,6 +156,14 @@ const std::array<FieldSpec, 31> kFields = {{
    .help = "connections that have not sent Hello yet, at once",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.limits.max_pending_connections; },
    .int_min = 1, .int_max = 65536},
+  {.table = "limits", .key = "drain_timeout_ms",
+   .help = "milliseconds a stopping daemon waits for outstanding plan acknowledgements",
+   .bind = [](DaemonConfig& c) -> FieldRef { return &c.limits.drain_timeout_ms; },
+   .int_min = 0, .int_max = 600000},
+  {.table = "limits", .key = "orphan_grace_ms",
+   .help = "milliseconds a predecessor's pool segments wait for their client before removal",
+   .bind = [](DaemonConfig& c) -> FieldRef { return &c.limits.orphan_grace_ms; },
+   .int_min = 0, .int_max = 86400000},
 
   {.table = "tiering", .key = "sink_tokens", .help = "first generated tokens always in T0",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.sink_tokens; },

@@ -3,6 +3,7 @@
 #include "kvtier/tier/block_slot_allocator.hpp"
 
 #include <string>
+#include <vector>
 
 #include "kvtier/protocol/check.hpp"
 
@@ -45,6 +46,27 @@ Status BlockSlotAllocator::release(std::uint32_t slot) {
   --used_slots_;
   const std::uint32_t block = slot / group_;
   if (--live_rows_[block] == 0) free_.push_back(block);
+  return {};
+}
+
+Status BlockSlotAllocator::claim(std::span<const std::uint32_t> slots) {
+  std::vector<bool> claimed(allocated_.size(), false);
+  for (const std::uint32_t slot : slots) {
+    if (slot >= allocated_.size()) {
+      return make_error(Errc::kInvalidArgument, "T2 slot " + std::to_string(slot) + " beyond capacity " +
+                                                    std::to_string(allocated_.size()));
+    }
+    if (allocated_[slot] || claimed[slot]) {
+      return make_error(Errc::kBadState, "T2 slot " + std::to_string(slot) + " is held twice");
+    }
+    claimed[slot] = true;
+  }
+  for (const std::uint32_t slot : slots) {
+    allocated_[slot] = true;
+    ++live_rows_[slot / group_];
+    ++used_slots_;
+  }
+  std::erase_if(free_, [this](std::uint32_t block) { return live_rows_[block] != 0; });
   return {};
 }
 

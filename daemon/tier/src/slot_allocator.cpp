@@ -2,6 +2,7 @@
 #include "kvtier/tier/slot_allocator.hpp"
 
 #include <string>
+#include <vector>
 
 namespace kvtier::tier {
 
@@ -30,6 +31,23 @@ Status SlotAllocator::release(std::uint32_t slot) {
   }
   allocated_[slot] = false;
   free_.push_back(slot);
+  return {};
+}
+
+Status SlotAllocator::claim(std::span<const std::uint32_t> slots) {
+  std::vector<bool> claimed(capacity_, false);
+  for (const std::uint32_t slot : slots) {
+    if (slot >= capacity_) {
+      return make_error(Errc::kInvalidArgument, "slot " + std::to_string(slot) + " beyond capacity " +
+                                                    std::to_string(capacity_));
+    }
+    if (allocated_[slot] || claimed[slot]) {
+      return make_error(Errc::kBadState, "slot " + std::to_string(slot) + " is held twice");
+    }
+    claimed[slot] = true;
+  }
+  for (const std::uint32_t slot : slots) allocated_[slot] = true;
+  std::erase_if(free_, [&claimed](std::uint32_t slot) { return claimed[slot]; });
   return {};
 }
 

@@ -42,6 +42,8 @@ TEST(ConfigDefaults, MatchTheDocumentedValues) {
   EXPECT_EQ(c.limits.plan_ring_records, 1024u);
   EXPECT_EQ(c.limits.hello_timeout_ms, 10000u);
   EXPECT_EQ(c.limits.max_pending_connections, 64u);
+  EXPECT_EQ(c.limits.drain_timeout_ms, 2000u);
+  EXPECT_EQ(c.limits.orphan_grace_ms, 30000u);
   EXPECT_EQ(c.tiering.sink_tokens, 4u);
   EXPECT_EQ(c.tiering.window_tokens, 128u);
   EXPECT_EQ(c.tiering.interval, 64u);
@@ -67,7 +69,7 @@ TEST(ConfigDefaults, ShippedFileSpellsOutEveryKey) {
   // Equality alone would pass with keys missing, since missing keys take their defaults.
   const std::set<std::string> all_keys = keys_of(toml::parse(to_toml(DaemonConfig{})));
   const std::set<std::string> shipped = keys_of(toml::parse_file(KVTIER_SHIPPED_CONFIG));
-  EXPECT_EQ(all_keys.size(), 31u);
+  EXPECT_EQ(all_keys.size(), 33u);
   EXPECT_EQ(shipped, all_keys);
 }
 

@@ -44,6 +44,12 @@ std::uint64_t visit(wire::ClientMessage::Reader m) {
       break;
     }
     case wire::ClientMessage::ADOPT_SEQUENCE: sum += m.getAdoptSequence().getHandoffToken(); break;
+    case wire::ClientMessage::REATTACH: {
+      auto r = m.getReattach();
+      sum += r.getPreviousEpoch() + r.getModel().getPoolTokens();
+      for (auto s : r.getSequences()) sum += s.getLength() + s.getT1Slots().size() + s.getT3Positions().size();
+      break;
+    }
   }
   return sum;
 }
@@ -71,6 +77,7 @@ std::uint64_t visit(wire::DaemonMessage::Reader m) {
       break;
     }
     case wire::DaemonMessage::SEQUENCE_EXPORTED: sum += m.getSequenceExported().getHandoffToken(); break;
+    case wire::DaemonMessage::REATTACHED: sum += m.getReattached().getRowsAdopted(); break;
     case wire::DaemonMessage::SEQUENCE_ADOPTED: {
       auto a = m.getSequenceAdopted();
       sum += a.getPositions() + a.getCache().getKOffsets().size() + a.getCache().getIpcHandle().size();

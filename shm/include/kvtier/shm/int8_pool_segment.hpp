@@ -26,7 +26,8 @@ constexpr std::uint64_t int8_pool_payload_bytes(const Int8PoolGeometry& geometry
 // Segment::create(kInt8Pool) with the Int8PoolBlock written before `ready`. `geometry` must come
 // from make_int8_pool_geometry (asserted).
 Result<Segment> create_int8_pool_segment(std::string name, const Int8PoolGeometry& geometry,
-                                         std::uint64_t epoch, std::uint32_t client_id);
+                                         std::uint64_t epoch, std::uint32_t client_id,
+                                    SegmentOwner owner = {});
 
 class Int8PoolView {
  public:

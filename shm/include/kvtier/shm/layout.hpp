@@ -25,7 +25,7 @@
 
 namespace kvtier::shm {
 
-inline constexpr std::uint32_t kLayoutVersion = 3;
+inline constexpr std::uint32_t kLayoutVersion = 4;
 
 enum class SegmentKind : std::uint32_t { kControl = 1, kPool = 2, kInt8Pool = 3 };
 
@@ -37,18 +37,22 @@ inline constexpr std::uint64_t kSegmentMagic = [] {
   return value;
 }();
 
+// SegmentHeader::owner_uid of a segment created for no client process (tests, tools).
+inline constexpr std::uint32_t kNoOwnerUid = 0xffffffffu;
+
 struct alignas(kCacheLine) SegmentHeader {
   std::uint64_t magic;           // kSegmentMagic
   std::uint32_t layout_version;  // kLayoutVersion
   SegmentKind kind;
   std::uint32_t header_size;  // sizeof(SegmentHeader); the kind's block starts here
-  std::uint32_t reserved0;
+  std::uint32_t owner_uid;    // the client's uid (SO_PEERCRED) at creation; kNoOwnerUid: none
   std::uint64_t segment_size;  // bytes, page-rounded, == the shm object's size
   std::uint64_t layout_fingerprint;
   std::uint64_t daemon_epoch;  // per daemon start; lets a client spot a stale segment
   std::uint32_t client_id;
   std::atomic<std::uint32_t> ready;  // 0 while initialising; 1, stored last with release
-  std::uint64_t reserved1;
+  std::uint32_t owner_pid;  // the client's pid at creation; 0: none (adoption, LAYOUT.md)
+  std::uint32_t reserved1;
 };
 
 // Control segment block, right after the header. Offsets are from the segment base.
@@ -115,7 +119,8 @@ constexpr std::uint64_t layout_fingerprint() {
   f.add(offsetof(SegmentHeader, kind)).add(offsetof(SegmentHeader, header_size));
   f.add(offsetof(SegmentHeader, segment_size)).add(offsetof(SegmentHeader, layout_fingerprint));
   f.add(offsetof(SegmentHeader, daemon_epoch)).add(offsetof(SegmentHeader, client_id));
-  f.add(offsetof(SegmentHeader, ready));
+  f.add(offsetof(SegmentHeader, ready)).add(offsetof(SegmentHeader, owner_uid));
+  f.add(offsetof(SegmentHeader, owner_pid));
 
   f.add(sizeof(ControlBlock)).add(alignof(ControlBlock));
   f.add(offsetof(ControlBlock, score_capacity)).add(offsetof(ControlBlock, plan_capacity));

@@ -28,7 +28,8 @@ constexpr std::uint64_t pool_payload_bytes(const PoolGeometry& geometry) noexcep
 // Segment::create(kPool) with the PoolBlock written before `ready`. `geometry` must come from
 // make_pool_geometry (asserted).
 Result<Segment> create_pool_segment(std::string name, const PoolGeometry& geometry,
-                                    std::uint64_t epoch, std::uint32_t client_id);
+                                    std::uint64_t epoch, std::uint32_t client_id,
+                                    SegmentOwner owner = {});
 
 class PoolView {
  public:

@@ -27,6 +27,14 @@ namespace kvtier::shm {
 Result<std::string> segment_name(std::string_view prefix, std::uint32_t client_id,
                                  SegmentKind kind, std::uint32_t index = 0);
 
+// The client process a segment is made for, recorded in its header (owner_uid, owner_pid): a
+// restarted daemon adopts a segment only for a peer of that uid and removes it once that pid is
+// gone. The default names no process.
+struct SegmentOwner {
+  std::uint32_t uid = kNoOwnerUid;
+  std::uint32_t pid = 0;
+};
+
 class Segment {
  public:
   // Fills the payload before `ready` is published. Receives payload() (zero-filled).
@@ -37,7 +45,7 @@ class Segment {
   // header, runs `init`, then stores ready = 1 (release). kInvalidArgument for a bad name.
   static Result<Segment> create(std::string name, SegmentKind kind, std::size_t payload_bytes,
                                 std::uint64_t epoch, std::uint32_t client_id,
-                                const PayloadInit& init = {});
+                                const PayloadInit& init = {}, SegmentOwner owner = {});
 
   // Opens an existing segment (adoption after a daemon restart) and validates its header (any
   // kind, any epoch: check kind() and epoch() yourself). The returned Segment owns the name.
@@ -61,6 +69,7 @@ class Segment {
   SegmentKind kind() const noexcept;
   std::uint64_t epoch() const noexcept;
   std::uint32_t client_id() const noexcept;
+  SegmentOwner owner() const noexcept;
 
   // Keep the name after destruction (e.g. a daemon handing over to its successor).
   void release_name() noexcept;

@@ -71,6 +71,8 @@ struct LimitsSection {
   std::uint32_t plan_ring_records = 1024;   // power of two
   std::uint32_t hello_timeout_ms = 10000;      // a connection without Hello by then is closed
   std::uint32_t max_pending_connections = 64;  // connections not past Hello at once
+  std::uint32_t drain_timeout_ms = 2000;   // SIGTERM: how long to wait for outstanding acks
+  std::uint32_t orphan_grace_ms = 30000;   // a predecessor's pool waits this long for its client
 
   bool operator==(const LimitsSection&) const = default;
 };

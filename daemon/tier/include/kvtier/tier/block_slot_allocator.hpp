@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "kvtier/protocol/error.hpp"
@@ -33,6 +34,9 @@ class BlockSlotAllocator {
 
   // kInvalidArgument if slot >= capacity_blocks() · group(); kBadState if it is not allocated.
   Status release(std::uint32_t slot);
+  // Marks `slots` allocated (adoption after a daemon restart); every block holding one is in
+  // use until its last allocated row is released. Errors as SlotAllocator::claim.
+  Status claim(std::span<const std::uint32_t> slots);
 
   bool is_allocated(std::uint32_t slot) const noexcept {
     return slot < allocated_.size() && allocated_[slot];

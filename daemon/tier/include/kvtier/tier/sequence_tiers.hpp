@@ -70,6 +70,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "kvtier/protocol/error.hpp"
@@ -112,6 +113,15 @@ class SequenceTiers {
   // position at or beyond it is ever accepted.
   static Result<SequenceTiers> create(std::uint32_t prompt_length, const TierParams& params,
                                       std::uint32_t max_tokens);
+
+  // Adoption after a daemon restart (DESIGN.md invariant 7): the sequence as its client records
+  // it, `length` tokens of which `placed` lists every one not in T0 as (position, tier),
+  // positions strictly ascending; the others are T0. Scores, features and step() restart at 0.
+  // kInvalidArgument, naming the position, for length < prompt_length or > max_tokens, a
+  // position >= length or out of order, a T0 entry, a non-T0 token in the protected set, or a
+  // T2 token where the params do not enable T2; create()'s errors otherwise.
+  static Result<SequenceTiers> restore(std::uint32_t prompt_length, const TierParams& params, std::uint32_t max_tokens,
+                                       std::uint32_t length, std::span<const std::pair<std::uint32_t, Tier>> placed);
 
   // Adds this step's score values[i] to position first_position + i (scores of T3 tokens are
   // ignored). Positions beyond length() extend the sequence; new tokens start in T0 with score

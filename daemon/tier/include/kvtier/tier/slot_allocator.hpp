@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "kvtier/protocol/error.hpp"
@@ -27,6 +28,10 @@ class SlotAllocator {
 
   // kInvalidArgument if slot >= capacity(); kBadState if it is not allocated.
   Status release(std::uint32_t slot);
+  // Marks `slots` allocated (adoption after a daemon restart: rows a client already holds).
+  // kInvalidArgument for a slot >= capacity(), kBadState for one allocated or listed twice;
+  // nothing changes then. One pass over the capacity.
+  Status claim(std::span<const std::uint32_t> slots);
 
   bool is_allocated(std::uint32_t slot) const noexcept {
     return slot < capacity_ && allocated_[slot];
