@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -98,14 +99,29 @@ DaemonUnderTest::DaemonUnderTest(const std::string& test_name, std::vector<std::
   for (auto& c : prefix_) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '-';
   }
+  start(extra_args);
+}
+
+void DaemonUnderTest::start(const std::vector<std::string>& extra_args) {
   std::vector<std::string> argv = {KVTIER_TEST_KVTIERD,
                                    "--set", "daemon.runtime_dir=" + dir_.string(),
                                    "--set", "daemon.shm_prefix=" + prefix_,
                                    "--set", "daemon.log_level=debug"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  process_.emplace(ChildProcess::spawn(argv, dir_ / "kvtierd.log"));
+  process_.reset();
+  process_.emplace(ChildProcess::spawn(argv, log_path()));
   const bool up = eventually([&] { return ctl({"version"}).exit_code == 0 || !process_->running(); });
   if (!up || !process_->running()) throw std::runtime_error("kvtierd did not start: " + log());
+}
+
+void DaemonUnderTest::start_successor(std::vector<std::string> extra_args) {
+  if (process_ && !process_->wait(std::chrono::seconds(30))) throw std::runtime_error("kvtierd did not exit");
+  ++generation_;
+  start(extra_args);
+}
+
+std::filesystem::path DaemonUnderTest::log_path() const {
+  return dir_ / (generation_ == 0 ? std::string("kvtierd.log") : "kvtierd." + std::to_string(generation_) + ".log");
 }
 
 DaemonUnderTest::~DaemonUnderTest() {
@@ -114,12 +130,14 @@ DaemonUnderTest::~DaemonUnderTest() {
     if (!process_->wait(std::chrono::seconds(10))) process_->signal(SIGKILL);
   }
   process_.reset();
+  // A stopped daemon leaves its clients' pools for a successor: this test has none.
+  for (const std::string& name : segments()) ::shm_unlink(("/" + name).c_str());
   std::error_code ignored;
   fs::remove_all(dir_, ignored);
 }
 
 std::string DaemonUnderTest::log() const {
-  std::ifstream in(dir_ / "kvtierd.log");
+  std::ifstream in(log_path());
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

@@ -78,7 +78,11 @@ bool wait_for_line(const std::filesystem::path& log, const std::string& line,
 class DaemonUnderTest {
  public:
   explicit DaemonUnderTest(const std::string& test_name, std::vector<std::string> extra_args = {});
+  // Stops the daemon (SIGTERM) if it still runs, then removes what is left under its prefix.
   ~DaemonUnderTest();
+  // A successor on the same runtime directory and shm prefix, once the current daemon has
+  // exited (killed or stopped by the test): log() reads the new one's log from then on.
+  void start_successor(std::vector<std::string> extra_args = {});
 
   const std::filesystem::path& socket() const { return socket_; }
   const std::string& shm_prefix() const { return prefix_; }
@@ -91,10 +95,14 @@ class DaemonUnderTest {
   CommandResult ctl(const std::vector<std::string>& args) const;
 
  private:
+  void start(const std::vector<std::string>& extra_args);
+  std::filesystem::path log_path() const;
+
   std::filesystem::path dir_;
   std::filesystem::path socket_;
   std::string prefix_;
   std::optional<ChildProcess> process_;
+  int generation_ = 0;  // daemons started: kvtierd.log, then kvtierd.1.log, ...
 };
 
 }  // namespace kvtier::testing

@@ -30,6 +30,24 @@ void RawPeer::send_bytes(const std::vector<std::byte>& bytes) {
 
 void RawPeer::send(capnp::MessageBuilder& message) { send_bytes(protocol::encode_frame(message).value()); }
 
+void RawPeer::send(capnp::MessageBuilder& message, std::span<const int> fds) {
+  std::vector<std::byte> frame = protocol::encode_frame(message).value();
+  alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * 4)> control{};
+  iovec iov{frame.data(), 1};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  if (::sendmsg(fd_, &msg, MSG_NOSIGNAL) != 1) throw std::runtime_error("sendmsg failed");
+  send_bytes(std::vector<std::byte>(frame.begin() + 1, frame.end()));
+}
+
 void RawPeer::send_hello(std::uint16_t major, std::uint16_t minor, std::uint32_t layout_version,
                          std::uint64_t fingerprint, wire::SessionRole role) {
   capnp::MallocMessageBuilder message;

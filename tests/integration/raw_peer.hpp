@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include <capnp/message.h>
@@ -22,6 +23,8 @@ class RawPeer {
 
   void send_bytes(const std::vector<std::byte>& bytes);
   void send(capnp::MessageBuilder& message);
+  // A frame with `fds` on its first byte (SCM_RIGHTS, PROTOCOL.md §3).
+  void send(capnp::MessageBuilder& message, std::span<const int> fds);
   void send_hello(std::uint16_t major, std::uint16_t minor, std::uint32_t layout_version,
                   std::uint64_t fingerprint, wire::SessionRole role = wire::SessionRole::ENGINE);
   // The next reply, or nullopt when the daemon closed the connection (or timeout).

@@ -42,14 +42,12 @@ inline long sum_of(const std::string& json, const std::string& key) {
   return sum;
 }
 
-inline WorkloadRun run_workload(const DaemonUnderTest& daemon, std::vector<std::string> args) {
-  std::vector<std::string> argv = {KVTIER_TEST_WORKLOAD, "--socket", daemon.socket().string()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const CommandResult result = run_command(argv, std::chrono::seconds(120));
-  WorkloadRun run{result.exit_code, result.out, {}};
-  const auto at = result.out.find("summary ");
+// A workload's exit code and output, with its summary line parsed.
+inline WorkloadRun workload_result(int exit_code, std::string out) {
+  WorkloadRun run{exit_code, std::move(out), {}};
+  const auto at = run.out.find("summary ");
   if (at == std::string::npos) return run;
-  std::string line = result.out.substr(at + 8, result.out.find('\n', at) - at - 8);
+  std::string line = run.out.substr(at + 8, run.out.find('\n', at) - at - 8);
   std::size_t pos = 0;
   while (pos < line.size()) {
     const std::size_t end = std::min(line.find(' ', pos), line.size());
@@ -59,6 +57,13 @@ inline WorkloadRun run_workload(const DaemonUnderTest& daemon, std::vector<std::
     pos = end + 1;
   }
   return run;
+}
+
+inline WorkloadRun run_workload(const DaemonUnderTest& daemon, std::vector<std::string> args) {
+  std::vector<std::string> argv = {KVTIER_TEST_WORKLOAD, "--socket", daemon.socket().string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const CommandResult result = run_command(argv, std::chrono::seconds(120));
+  return workload_result(result.exit_code, result.out);
 }
 
 // Why `binary` (kvtier-workload, or another test engine with the same --backend/--probe

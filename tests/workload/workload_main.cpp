@@ -287,7 +287,8 @@ int main(int argc, char** argv) {
               "steps_identical=%llu max_abs_diff=%.3g peak_t0_tokens=%u full_tokens=%u rows_to_t2=%llu "
               "rows_restored_t2=%llu rows_t2_evicted=%llu t3_tokens=%llu audit_steps=%llu audit_rows=%llu audit_exact_mismatch=%llu "
               "audit_t2_rows=%llu audit_t2_max_abs_err=%.3g audit_t2_bound_violations=%llu audit_tier_mismatch=%llu "
-              "lost_tokens=%llu backpressure_tokens=%llu backpressure_reason=%s\n",
+              "lost_tokens=%llu backpressure_tokens=%llu backpressure_reason=%s daemon_losses=%llu reattachments=%llu "
+              "detached=%u reattach_refused=%u\n",
               o.name.c_str(), o.sequences, o.steps, static_cast<unsigned long long>(total.plans),
               static_cast<unsigned long long>(total.plans_failed), plans_rejected,
               static_cast<unsigned long long>(total.rows_offloaded), static_cast<unsigned long long>(total.rows_restored),
@@ -303,7 +304,9 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(audit.exact_mismatch), static_cast<unsigned long long>(audit.t2_rows),
               audit.t2_max_abs_err, static_cast<unsigned long long>(audit.t2_bound_violations),
               static_cast<unsigned long long>(audit.tier_mismatch), static_cast<unsigned long long>(lost_tokens),
-              static_cast<unsigned long long>(counters.backpressure_tokens), reason);
+              static_cast<unsigned long long>(counters.backpressure_tokens), reason,
+              static_cast<unsigned long long>(counters.daemon_losses),
+              static_cast<unsigned long long>(counters.reattachments), counters.detached, counters.reattach_refused);
   if (audit.exact_mismatch + audit.t2_bound_violations + audit.tier_mismatch + lost_tokens != 0) return 6;
   if (o.expect_exact && total.steps_identical != total.steps_compared) return 5;
   return 0;
