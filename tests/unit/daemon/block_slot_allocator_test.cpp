@@ -2,6 +2,8 @@
 // row, release errors and exhaustion.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "kvtier/tier/block_slot_allocator.hpp"
 
 namespace kvtier::tier {
@@ -78,6 +80,22 @@ TEST(BlockSlotAllocator, ExhaustionReturnsNulloptEvenWithUnusedRows) {
   EXPECT_EQ(alloc.allocate_block(1), std::nullopt);
   EXPECT_EQ(alloc.used_slots(), 2u);
   EXPECT_EQ(alloc.available_blocks(), 0u);
+}
+
+TEST(BlockSlotAllocator, ClaimedSlotsHoldTheirBlocksUntilTheirLastRowIsReleased) {
+  BlockSlotAllocator alloc(3, 4);  // slots 0..11
+  const std::vector<std::uint32_t> held = {5, 6, 1};
+  ASSERT_TRUE(alloc.claim(held).has_value());
+  EXPECT_EQ(alloc.used_slots(), 3u);
+  EXPECT_EQ(alloc.used_blocks(), 2u);
+  EXPECT_EQ(alloc.allocate_block(4), 8u);  // the one block left
+  EXPECT_FALSE(alloc.allocate_block(1).has_value());
+  ASSERT_TRUE(alloc.release(5).has_value());
+  ASSERT_TRUE(alloc.release(6).has_value());
+  EXPECT_EQ(alloc.allocate_block(2), 4u);  // block 1 came free
+  const std::vector<std::uint32_t> taken = {1}, beyond = {12};
+  EXPECT_EQ(alloc.claim(taken).error().code, Errc::kBadState);
+  EXPECT_EQ(alloc.claim(beyond).error().code, Errc::kInvalidArgument);
 }
 
 }  // namespace

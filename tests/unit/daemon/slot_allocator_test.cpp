@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
 #include "kvtier/tier/slot_allocator.hpp"
 #include "kvtier/tier/slot_map.hpp"
@@ -63,6 +64,31 @@ TEST(SlotMap, UnsetPositionsHaveNoSlot) {
   EXPECT_EQ(map.slotted(), 0u);
   map.set(100, kNoSlot);  // clearing beyond the end does not grow
   EXPECT_EQ(map.size(), 6u);
+}
+
+TEST(SlotAllocator, ClaimedSlotsAreHeldAndTheRestAreHandedOutInOrder) {
+  SlotAllocator alloc(5);
+  const std::vector<std::uint32_t> held = {3, 0};
+  ASSERT_TRUE(alloc.claim(held).has_value());
+  EXPECT_EQ(alloc.used(), 2u);
+  EXPECT_TRUE(alloc.is_allocated(3));
+  EXPECT_EQ(alloc.allocate(), 1u);
+  EXPECT_EQ(alloc.allocate(), 2u);
+  EXPECT_EQ(alloc.allocate(), 4u);
+  EXPECT_FALSE(alloc.allocate().has_value());
+  ASSERT_TRUE(alloc.release(3).has_value());
+  EXPECT_EQ(alloc.allocate(), 3u);
+}
+
+TEST(SlotAllocator, AClaimOfATakenOrTwiceListedOrForeignSlotChangesNothing) {
+  SlotAllocator alloc(4);
+  ASSERT_EQ(alloc.allocate(), 0u);
+  const std::vector<std::uint32_t> taken = {1, 0}, twice = {2, 2}, beyond = {1, 4};
+  EXPECT_EQ(alloc.claim(taken).error().code, Errc::kBadState);
+  EXPECT_EQ(alloc.claim(twice).error().code, Errc::kBadState);
+  EXPECT_EQ(alloc.claim(beyond).error().code, Errc::kInvalidArgument);
+  EXPECT_EQ(alloc.used(), 1u);
+  EXPECT_EQ(alloc.allocate(), 1u);
 }
 
 }  // namespace
