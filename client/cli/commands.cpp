@@ -156,6 +156,7 @@ void write_status_json(const kvtier_daemon_status& s) {
     j.key("int8_slots").value(std::uint64_t{c.int8_slots});
     j.key("int8_slots_used").value(std::uint64_t{c.int8_slots_used});
     j.key("last_backpressure").value(backpressure_name(c.last_backpressure));
+    j.key("closing").value(c.closing != 0);
     j.key("counters").begin_object();
     j.key("score_records").value(c.score_records);
     j.key("scores_dropped").value(c.scores_dropped);
@@ -210,8 +211,9 @@ void print_status_text(const kvtier_daemon_status& s) {
     const kvtier_client_info& c = s.clients[i];
     // Names are the clients' own: escaped, so none can move the cursor or start a line.
     const std::string name = printable(c.name), model = c.model_name[0] != '\0' ? printable(c.model_name) : "-";
-    std::printf("\nclient %u  %s  pid %u uid %u  model %s (%u layers, %u kv heads, dim %u, %s)\n", c.client_id,
-                name.c_str(), c.pid, c.uid, model.c_str(), c.num_layers, c.num_kv_heads, c.head_dim, dtype_name(c.dtype));
+    std::printf("\nclient %u  %s  pid %u uid %u  model %s (%u layers, %u kv heads, dim %u, %s)%s\n", c.client_id,
+                name.c_str(), c.pid, c.uid, model.c_str(), c.num_layers, c.num_kv_heads, c.head_dim, dtype_name(c.dtype),
+                c.closing != 0 ? "  closing: disconnected, pools held until the process exits" : "");
     std::printf("  pool slots %u/%u  score records %llu (dropped %llu)  plans %llu sent, %llu acked, %llu failed"
                 "  moves %llu  errors %llu\n",
                 c.pool_slots_used, c.pool_slots, ull(c.score_records), ull(c.scores_dropped), ull(c.plans_sent),

@@ -64,6 +64,7 @@ Result<kvtier_daemon_status*> Client::daemon_status() {
       info.pressure_evictions = c.getPressureEvictions();
       info.int8_trimmed = c.getInt8Trimmed();
       info.last_backpressure = static_cast<kvtier_backpressure>(c.getLastBackpressure());
+      info.closing = c.getClosing() ? 1 : 0;
       auto& seqs = holder->sequence_storage.emplace_back();
       for (auto s : c.getSequences()) {
         seqs.push_back(kvtier_sequence_info{s.getSequenceId(), s.getPromptLength(), s.getTokens(), s.getTokensT0(),

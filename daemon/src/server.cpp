@@ -324,6 +324,12 @@ void Server::on_session_closed(std::uint32_t client_id) {
   if (it == clients_.end() || it->second.closed) return;
   ClientRecord& record = it->second;
   record.closed = true;
+  if (record.session) {
+    record.name = record.session->name();
+    record.model_name = record.session->model_name();
+    record.geometry = record.session->geometry();
+    record.dtype = record.session->dtype();
+  }
   exports_.drop_waiting(client_id);
   // The Session object stays alive while its handlers run; drop our reference after them.
   asio::post(io_, [this, client_id] {
@@ -431,25 +437,26 @@ void Server::build_status(std::function<void(capnp::MallocMessageBuilder&)> repl
     std::vector<std::pair<const ClientRecord*, const ClientSnapshot*>> engines;
     for (const auto& snapshot : dynamic) {
       auto it = clients_.find(snapshot.client_id);
-      if (it != clients_.end() && it->second.engine && it->second.session) engines.emplace_back(&it->second, &snapshot);
+      if (it != clients_.end() && it->second.engine) engines.emplace_back(&it->second, &snapshot);
     }
     auto list = status.initClients(static_cast<unsigned>(engines.size()));
     for (unsigned i = 0; i < engines.size(); ++i) {
       const auto& [record, snap] = engines[i];
-      const Session& session = *record->session;
+      const Session* session = record->closed ? nullptr : record->session.get();
       auto out = list[i];
       out.setClientId(snap->client_id);
       out.setPid(static_cast<std::uint32_t>(record->peer.pid));
       out.setUid(record->peer.uid);
-      out.setName(session.name());
-      if (const auto& geometry = session.geometry()) {
+      out.setName(session ? session->name() : record->name);
+      out.setClosing(record->closed);
+      if (const auto& geometry = session ? session->geometry() : record->geometry) {
         out.setNumLayers(geometry->num_layers);
         out.setNumKvHeads(geometry->num_kv_heads);
         out.setHeadDim(geometry->head_dim);
         out.setPoolSlots(geometry->slots);
       }
-      out.setDtype(session.dtype());
-      out.setModelName(session.model_name());
+      out.setDtype(session ? session->dtype() : record->dtype);
+      out.setModelName(session ? session->model_name() : record->model_name);
       out.setPoolSlotsUsed(snap->pool_slots_used);
       out.setScoreRecords(snap->score_records);
       out.setScoresDropped(snap->scores_dropped);

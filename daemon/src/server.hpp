@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -105,6 +106,10 @@ class Server {
     std::uint64_t int8_bytes = 0;  // int8 segment
     std::uint32_t weight = 1;
     std::uint64_t errors = 0;
+    // What status shows of a session that has closed (copied from it as it closes).
+    std::string name, model_name;
+    std::optional<shm::PoolGeometry> geometry;
+    wire::KvDtype dtype = wire::KvDtype::F16;
     bool engine = false;
     bool closed = false;
   };

@@ -363,6 +363,8 @@ struct ClientStatus {
   pressureEvictions @28 :UInt64;  # tokens destroyed (T3) to relieve node pressure
   int8Trimmed @29 :UInt64;        # T1 -> T2 moves dropped because the int8 pool was full
   lastBackpressure @30 :Backpressure;
+  closing @31 :Bool;  # 1.4: its socket closed while its process lives; its pools stay its own
+                      # (and count against limits.max_clients and the node budget) until it exits
 }
 
 struct SequenceStatus {

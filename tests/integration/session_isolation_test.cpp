@@ -223,6 +223,11 @@ TEST(SessionIsolation, DisconnectedClientsWhoseProcessLivesCountAgainstMaxClient
   EXPECT_EQ(error.code, Errc::kLimitExceeded);
   EXPECT_THAT(error.message, HasSubstr("daemon serves 2 clients (1 of them disconnected, their pools held until "
                                        "their processes exit), limit limits.max_clients=2"));
+  // Status lists both: the disconnected one as closing.
+  const std::string json = daemon.ctl({"status", "--json"}).out;
+  EXPECT_THAT(json, HasSubstr("\"closing\":true"));
+  EXPECT_THAT(json, HasSubstr("\"closing\":false"));
+  EXPECT_THAT(daemon.ctl({"status"}).out, HasSubstr("closing: disconnected, pools held until the process exits"));
 }
 
 TEST(SessionIsolation, AdminStatusIsRefusedForANonAdminPeer) {

@@ -456,6 +456,7 @@ typedef struct kvtier_client_info {
   uint64_t pressure_evictions; /* tokens destroyed (T3) to relieve node pressure */
   uint64_t int8_trimmed;       /* T1 -> T2 moves dropped because the int8 pool was full */
   kvtier_backpressure last_backpressure;
+  uint32_t closing; /* 1: its socket closed while its process lives; its pools stay its own until it exits */
 } kvtier_client_info;
 
 typedef struct kvtier_daemon_status {

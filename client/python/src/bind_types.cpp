@@ -130,6 +130,8 @@ void bind_status(nb::module_& m) {
       .def_ro("pressure_evictions", &ClientInfo::pressure_evictions, "Tokens evicted (T3) under node pressure.")
       .def_ro("int8_trimmed", &ClientInfo::int8_trimmed, "T1 -> T2 moves dropped because the int8 pool was full.")
       .def_ro("last_backpressure", &ClientInfo::last_backpressure)
+      .def_ro("closing", &ClientInfo::closing,
+              "Disconnected while its process lives: its pools stay its own until it exits.")
       .def_ro("sequences", &ClientInfo::sequences);
   nb::class_<DaemonStatus>(m, "DaemonStatus", "The daemon's status report (kvtier_daemon_status_get).")
       .def_ro("daemon_version", &DaemonStatus::daemon_version)

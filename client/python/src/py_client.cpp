@@ -298,6 +298,7 @@ DaemonStatus PyClient::daemon_status() {
     info.pressure_demotions = c.pressure_demotions;
     info.pressure_evictions = c.pressure_evictions;
     info.int8_trimmed = c.int8_trimmed;
+    info.closing = c.closing != 0;
     // An enum value this build does not know would not convert to kvtier.Backpressure.
     info.last_backpressure =
         c.last_backpressure <= KVTIER_BACKPRESSURE_NODE_BUDGET ? c.last_backpressure : KVTIER_BACKPRESSURE_NONE;

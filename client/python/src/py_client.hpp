@@ -88,6 +88,7 @@ struct ClientInfo {
   std::uint32_t int8_slots = 0, int8_slots_used = 0;
   std::uint64_t t2_demotions = 0, pressure_demotions = 0, pressure_evictions = 0, int8_trimmed = 0;
   kvtier_backpressure last_backpressure = KVTIER_BACKPRESSURE_NONE;
+  bool closing = false;
 };
 
 struct DaemonStatus {
