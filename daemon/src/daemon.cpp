@@ -1,9 +1,14 @@
 #include "daemon.hpp"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <optional>
 #include <random>
+#include <string>
 
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
@@ -24,6 +29,25 @@ std::uint64_t new_epoch() {
   return (now ^ (std::uint64_t{rd()} << 32) ^ rd()) | 1;  // never 0 (0 means "any" to clients)
 }
 
+// pools.ddr_bytes_total when the configuration leaves it 0: the smaller of the shm filesystem's
+// size (no pool can outgrow it) and half the machine's memory (the rest is the engines'), with
+// what it was derived from. nullopt when neither can be read.
+std::optional<std::uint64_t> derived_ddr_bytes_total(std::string& basis) {
+  std::optional<std::uint64_t> shm, memory;
+  if (struct statvfs fs{}; ::statvfs("/dev/shm", &fs) == 0) shm = std::uint64_t{fs.f_blocks} * fs.f_frsize;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    std::uint64_t kib = 0;
+    meminfo >> kib;
+    if (key == "MemTotal:") memory = kib * 1024;
+    meminfo.ignore(256, '\n');
+  }
+  basis = "/dev/shm " + (shm ? std::to_string(*shm) : std::string("?")) + " bytes, half of MemTotal " +
+          (memory ? std::to_string(*memory / 2) : std::string("?")) + " bytes";
+  if (!shm && !memory) return std::nullopt;
+  return std::min(shm.value_or(UINT64_MAX), memory ? *memory / 2 : UINT64_MAX);
+}
+
 void feed_watchdog(asio::steady_timer& timer, Supervisor& supervisor, std::chrono::microseconds interval) {
   supervisor.watchdog();
   timer.expires_after(interval);
@@ -34,7 +58,13 @@ void feed_watchdog(asio::steady_timer& timer, Supervisor& supervisor, std::chron
 
 }  // namespace
 
-Status run_daemon(const config::DaemonConfig& config, spdlog::logger& log) {
+Status run_daemon(const config::DaemonConfig& configured, spdlog::logger& log) {
+  config::DaemonConfig config = configured;
+  if (config.pools.ddr_bytes_total == 0) {
+    std::string basis;
+    if (auto derived = derived_ddr_bytes_total(basis)) config.pools.ddr_bytes_total = *derived;
+    log.info("event=ddr_budget pools.ddr_bytes_total={} derived_from=\"{}\"", config.pools.ddr_bytes_total, basis);
+  }
   // Sequences that take the configured defaults would each be refused: refuse the config now.
   if (auto defaults = tier_defaults(config.tiering, 0); !defaults) {
     log.error("event=bad_config {}", to_string(defaults.error()));

@@ -114,6 +114,17 @@ TEST(Service, SigtermDrainsKeepsTheClientsPoolForASuccessorAndRemovesTheSocket) 
   EXPECT_THAT(daemon->log(), HasSubstr("event=drained outstanding_plans=0"));
 }
 
+TEST(Service, AnUnsetNodeDdrBudgetIsDerivedFromTheShmFilesystemAndTheMemory) {
+  DaemonUnderTest derived(test_name());
+  EXPECT_THAT(derived.log(), HasSubstr("event=ddr_budget"));
+  EXPECT_THAT(derived.log(), HasSubstr("derived_from=\"/dev/shm "));
+  const std::string json = derived.ctl({"status", "--json"}).out;
+  EXPECT_EQ(json.find("\"ddr_bytes_total\":0,"), std::string::npos) << json;
+  DaemonUnderTest set("SetDdrBudget", {"--set", "pools.ddr_bytes_total=123456789"});
+  EXPECT_THAT(set.ctl({"status", "--json"}).out, HasSubstr("\"ddr_bytes_total\":123456789"));
+  EXPECT_EQ(set.log().find("event=ddr_budget"), std::string::npos);
+}
+
 TEST(Service, CAbiProgramRunsAgainstTheDaemon) {
   DaemonUnderTest daemon(test_name());
   const CommandResult result = run_command({KVTIER_TEST_C_ABI, daemon.socket().string()});

@@ -206,7 +206,7 @@ const std::array<FieldSpec, 33> kFields = {{
    .real_min = 0.0, .real_max = 1.0},
 
   {.table = "pools", .key = "ddr_bytes_total",
-   .help = "node-wide DDR pool bytes; 0 = only the per-client cap",
+   .help = "node-wide DDR row bytes in use; 0 = min(/dev/shm size, half the memory), derived at start",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.pools.ddr_bytes_total; },
    .int_min = 0, .int_max = kPiB},
   {.table = "pools", .key = "int8_bytes_total",

@@ -97,7 +97,8 @@ struct TieringSection {
 
 // [pools]
 struct PoolsSection {
-  // Node-wide cap on DDR (T1) row bytes in use over all clients; 0 = only the per-client cap.
+  // Node-wide cap on DDR (T1) row bytes in use over all clients; 0 = derived by kvtierd at start:
+  // min(/dev/shm size, MemTotal / 2).
   // Segments may add up to more (each is reserved whole when created, shm/LAYOUT.md); under
   // pressure each client's weighted share decides who gives rows back (node_budget.hpp).
   std::uint64_t ddr_bytes_total = 0;
