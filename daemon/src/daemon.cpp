@@ -74,7 +74,12 @@ Status run_daemon(const config::DaemonConfig& configured, spdlog::logger& log) {
   Supervisor supervisor;
   const std::uint64_t epoch = new_epoch();
   bool activated = false;
-  auto acceptor = open_listener(io, ListenerOptions{config::socket_path(config)}, &activated);
+  auto passed = take_passed_fds();
+  if (!passed) {
+    log.error("event=listen_failed {}", to_string(passed.error()));
+    return tl::unexpected(passed.error());
+  }
+  auto acceptor = open_listener(io, ListenerOptions{config::socket_path(config)}, passed->socket, &activated);
   if (!acceptor) {
     log.error("event=listen_failed {}", to_string(acceptor.error()));
     return tl::unexpected(acceptor.error());
@@ -83,7 +88,7 @@ Status run_daemon(const config::DaemonConfig& configured, spdlog::logger& log) {
   DataPlane data_plane(io, config, log);
   Server server(io, config, data_plane, supervisor, log, epoch);
   data_plane.start([&server](std::uint32_t client_id, const Error& error) { server.fail_client(client_id, error); });
-  server.start(std::move(*acceptor));
+  server.start(std::move(*acceptor), std::move(passed->stored));
 
   asio::signal_set signals(io, SIGTERM, SIGINT);
   asio::steady_timer watchdog(io);

@@ -5,7 +5,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <system_error>
 
 #include <systemd/sd-daemon.h>
@@ -50,18 +52,43 @@ bool socket_is_live(const fs::path& path) {
 
 }  // namespace
 
-Result<Acceptor> open_listener(asio::io_context& io, const ListenerOptions& options, bool* socket_activated) {
+Result<PassedFds> take_passed_fds() {
+  PassedFds out;
+  char** names = nullptr;
+  const int passed = sd_listen_fds_with_names(1, &names);
+  for (int i = 0; i < std::max(passed, 0); ++i) {
+    const int fd = SD_LISTEN_FDS_START + i;
+    std::string name = names != nullptr && names[i] != nullptr ? names[i] : "";
+    if (sd_is_socket_unix(fd, SOCK_STREAM, 1, nullptr, 0) > 0) {
+      if (out.socket != -1) {
+        ::close(fd);
+        out.socket = -2;  // reported below, once every fd has been taken
+        continue;
+      }
+      out.socket = fd;
+    } else {
+      out.stored.emplace_back(std::move(name), UniqueFd(fd));
+    }
+  }
+  if (names != nullptr) {
+    for (int i = 0; i < passed; ++i) std::free(names[i]);
+    std::free(names);
+  }
+  if (out.socket == -2) return make_error(Errc::kInvalidArgument, "systemd passed more than one listening socket");
+  return out;
+}
+
+Result<Acceptor> open_listener(asio::io_context& io, const ListenerOptions& options, int passed_socket,
+                               bool* socket_activated) {
   *socket_activated = false;
-  const int passed = sd_listen_fds(1);
-  if (passed == 1 && sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, nullptr, 0) > 0) {
+  if (passed_socket >= 0) {
     *socket_activated = true;
     std::error_code ec;
     Acceptor acceptor(io);
-    acceptor.assign(asio::local::stream_protocol(), SD_LISTEN_FDS_START, ec);
+    acceptor.assign(asio::local::stream_protocol(), passed_socket, ec);
     if (ec) return make_error(Errc::kOsError, "cannot adopt systemd socket: " + ec.message());
     return acceptor;
   }
-  if (passed > 1) return make_error(Errc::kInvalidArgument, "systemd passed " + std::to_string(passed) + " sockets, expected 1");
 
   const fs::path& path = options.socket_path;
   if (path.native().size() >= sizeof(sockaddr_un::sun_path)) {

@@ -4,10 +4,14 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <asio/local/stream_protocol.hpp>
 
 #include "kvtier/protocol/error.hpp"
+#include "kvtier/protocol/unique_fd.hpp"
 
 namespace kvtier::daemon {
 
@@ -20,9 +24,19 @@ struct ListenerOptions {
 // writable by others. Creates it (mode 0750) when missing.
 Status check_runtime_dir(const std::filesystem::path& dir);
 
-// Returns an acceptor listening on the socket: the one systemd passed, or a freshly bound one
-// (a stale socket file left by a dead daemon is replaced; a live one is refused).
+// What systemd passed at start (sd_listen_fds_with_names): the listening socket of socket
+// activation, if any, and the fds of the file descriptor store, each with its FDNAME (the pool
+// segments a predecessor stored, systemd/README.md). More than one listening socket is refused.
+struct PassedFds {
+  int socket = -1;
+  std::vector<std::pair<std::string, UniqueFd>> stored;
+};
+Result<PassedFds> take_passed_fds();
+
+// Returns an acceptor listening on the socket: `passed_socket` when systemd passed one (not -1),
+// or a freshly bound one (a stale socket file left by a dead daemon is replaced; a live one is
+// refused).
 Result<asio::local::stream_protocol::acceptor> open_listener(asio::io_context& io, const ListenerOptions& options,
-                                                             bool* socket_activated);
+                                                             int passed_socket, bool* socket_activated);
 
 }  // namespace kvtier::daemon

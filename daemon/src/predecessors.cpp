@@ -39,10 +39,15 @@ Result<std::string> Predecessors::name_of(const std::string& shm_prefix, std::ui
   return shm::segment_name(shm_prefix + "-" + hex, client_id, kind);
 }
 
-Predecessors::Predecessors(std::string shm_prefix, std::uint64_t own_epoch, spdlog::logger& log)
-    : prefix_(std::move(shm_prefix)), own_epoch_(own_epoch), log_(log), started_(std::chrono::steady_clock::now()) {}
+Predecessors::Predecessors(std::string shm_prefix, std::uint64_t own_epoch, spdlog::logger& log,
+                           std::function<void(const std::string&)> on_dropped)
+    : prefix_(std::move(shm_prefix)),
+      own_epoch_(own_epoch),
+      log_(log),
+      on_dropped_(std::move(on_dropped)),
+      started_(std::chrono::steady_clock::now()) {}
 
-std::size_t Predecessors::scan() {
+std::size_t Predecessors::scan(std::vector<std::pair<std::string, UniqueFd>> stored) {
   const std::string stem = "kvtier." + prefix_ + "-";
   std::vector<std::string> names;
   if (DIR* dir = ::opendir(kShmDirectory)) {
@@ -72,6 +77,24 @@ std::size_t Predecessors::scan() {
               segment->epoch(), segment->client_id(), segment->owner().pid, segment->owner().uid, segment->size());
     orphans_.emplace(std::move(name), std::move(*segment));
   }
+  for (auto& [fdname, fd] : stored) {
+    const std::string name = "/" + fdname;
+    if (orphans_.contains(name)) continue;  // found by its name as well; the store keeps its copy
+    const auto epoch = epoch_in(fdname, stem);
+    auto segment = epoch && *epoch != own_epoch_ ? shm::Segment::from_fd(std::move(fd), name)
+                                                 : Result<shm::Segment>(make_error(Errc::kNotFound, "not ours"));
+    std::optional<std::string> expected;
+    if (segment) expected = name_of(prefix_, segment->epoch(), segment->client_id(), segment->kind()).value_or("");
+    if (!segment || expected != name || segment->kind() == shm::SegmentKind::kControl) {
+      log_.info("event=stored_fd_dropped name={} reason=\"{}\"", fdname,
+                segment ? "not an adoptable pool of this prefix" : segment.error().message);
+      if (on_dropped_) on_dropped_(name);
+      continue;
+    }
+    log_.info("event=orphan_found name={} by=fd_store epoch={:016x} client_id={} owner_pid={} bytes={}", name,
+              segment->epoch(), segment->client_id(), segment->owner().pid, segment->size());
+    orphans_.emplace(name, std::move(*segment));
+  }
   return orphans_.size();
 }
 
@@ -92,6 +115,7 @@ void Predecessors::sweep(std::chrono::milliseconds grace) {
     if (!process_gone(owner.pid)) return false;
     log_.info("event=orphan_removed name={} owner_pid={} bytes={} reason=\"its process has exited\"", entry.first,
               owner.pid, entry.second.size());
+    if (on_dropped_) on_dropped_(entry.first);
     return true;
   });
 }

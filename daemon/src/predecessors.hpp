@@ -3,7 +3,9 @@
 //
 // At start, scan() opens every "/kvtier.<prefix>-<epoch>.<id>.<kind>" of another epoch: control
 // segments are removed at once (a reattached client gets a new one), pool and int8 pools whose
-// header agrees with their name are kept as orphans, anything else is removed. adopt() hands an
+// header agrees with their name are kept as orphans, anything else is removed. Under systemd the
+// fd store hands back the pools' fds too (named as the segments, without the slash): one whose
+// name is gone from /dev/shm is kept by its fd alone. adopt() hands an
 // orphan to the session that proved it holds it; sweep() removes orphans whose owning process
 // (SegmentHeader::owner_pid) has exited once the grace period since start has passed. Every
 // removal and adoption is logged. Orphans still held at an orderly exit keep their names for the
@@ -16,20 +18,27 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <spdlog/logger.h>
 
+#include "kvtier/protocol/unique_fd.hpp"
 #include "kvtier/shm/segment.hpp"
 
 namespace kvtier::daemon {
 
 class Predecessors {
  public:
-  Predecessors(std::string shm_prefix, std::uint64_t own_epoch, spdlog::logger& log);
+  // `on_dropped(name)` runs for every stored fd or orphan let go of (removed, or not adoptable),
+  // so its copy in systemd's fd store goes too.
+  Predecessors(std::string shm_prefix, std::uint64_t own_epoch, spdlog::logger& log,
+               std::function<void(const std::string&)> on_dropped = {});
 
-  // Scans /dev/shm (see above). Returns the number of orphans kept.
-  std::size_t scan();
+  // Scans /dev/shm and `stored` (see above). Returns the number of orphans kept.
+  std::size_t scan(std::vector<std::pair<std::string, UniqueFd>> stored = {});
   // The orphan named `name`, or nullptr.
   const shm::Segment* find(const std::string& name) const;
   // Takes the orphan named `name` (precondition: find() returned it).
@@ -48,6 +57,7 @@ class Predecessors {
   std::string prefix_;
   std::uint64_t own_epoch_;
   spdlog::logger& log_;
+  std::function<void(const std::string&)> on_dropped_;
   std::chrono::steady_clock::time_point started_;
   std::map<std::string, shm::Segment> orphans_;
 };

@@ -51,7 +51,8 @@ Server::Server(asio::io_context& io, const config::DaemonConfig& config, DataPla
       log_(log),
       epoch_(epoch),
       started_(std::chrono::steady_clock::now()),
-      predecessors_(config.daemon.shm_prefix, epoch, log),
+      predecessors_(config.daemon.shm_prefix, epoch, log,
+                    [this](const std::string& name) { supervisor_.remove_fd(name.substr(1)); }),
       sweep_timer_(io) {
   data_plane_.on_handoff_resolved([this](const HandoffOrigin& origin, bool applied) {
     ExportRegistry::Entry* entry = exports_.find(origin.token);
@@ -69,9 +70,10 @@ Server::~Server() = default;
 
 const char* Server::version() const { return KVTIER_VERSION; }
 
-void Server::start(asio::local::stream_protocol::acceptor acceptor) {
+void Server::start(asio::local::stream_protocol::acceptor acceptor,
+                   std::vector<std::pair<std::string, UniqueFd>> stored) {
   acceptor_ = std::make_unique<asio::local::stream_protocol::acceptor>(std::move(acceptor));
-  if (const std::size_t orphans = predecessors_.scan(); orphans != 0) {
+  if (const std::size_t orphans = predecessors_.scan(std::move(stored)); orphans != 0) {
     log_.info("event=predecessor_pools orphans={} grace_ms={}", orphans, config_.limits.orphan_grace_ms);
     schedule_sweep();
   }
@@ -209,6 +211,13 @@ Result<PoolGrant> Server::register_pool(Session& session, const PoolRequest& req
   }
   record.pool_bytes = grant.segment_bytes + grant.int8_segment_bytes;
   record.int8_bytes = grant.int8_segment_bytes;
+  // Under systemd the fd store keeps the pools across a restart even if their names go.
+  record.pool_names.push_back(segment->name());
+  supervisor_.store_fd(segment->name().substr(1), segment->fd());
+  if (int8_segment) {
+    record.pool_names.push_back(int8_segment->name());
+    supervisor_.store_fd(int8_segment->name().substr(1), int8_segment->fd());
+  }
   record.weight = request.weight;
   pool_bytes_used_ += record.pool_bytes;
   int8_bytes_used_ += record.int8_bytes;
@@ -291,6 +300,8 @@ Status Server::reattach(Session& session, const PoolRequest& request, std::uint6
   }
   if (auto ok = check_pool_limits(request); !ok) return ok;
 
+  record.pool_names.push_back(*ddr_name);
+  if (int8_name) record.pool_names.push_back(*int8_name);
   shm::Segment ddr = predecessors_.adopt(*ddr_name);
   std::optional<Int8Pool> int8;
   if (int8_name) int8.emplace(Int8Pool{predecessors_.adopt(*int8_name), *request.int8});
@@ -359,6 +370,7 @@ void Server::reclaim(std::uint32_t client_id) {
     int8_bytes_used_ -= found->second.int8_bytes;
     log_.info("event=client_reclaimed client_id={} pid={} pool_bytes={}", client_id, found->second.peer.pid,
               found->second.pool_bytes);
+    for (const std::string& name : found->second.pool_names) supervisor_.remove_fd(name.substr(1));
     clients_.erase(found);
     report_status();
   });

@@ -16,6 +16,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <asio/io_context.hpp>
 #include <asio/local/stream_protocol.hpp>
@@ -62,8 +64,9 @@ class Server {
          spdlog::logger& log, std::uint64_t epoch);
   ~Server();
 
-  // Starts accepting on `acceptor`.
-  void start(asio::local::stream_protocol::acceptor acceptor);
+  // Takes over what predecessors left (their clients' pools in /dev/shm and `stored`, the fds
+  // systemd's fd store passed), then starts accepting on `acceptor`.
+  void start(asio::local::stream_protocol::acceptor acceptor, std::vector<std::pair<std::string, UniqueFd>> stored = {});
   // SIGTERM: stops accepting and publishing plans, waits up to limits.drain_timeout_ms for the
   // outstanding acks, keeps every pool's name for a successor, closes every session, then runs
   // `done`.
@@ -108,6 +111,7 @@ class Server {
     std::uint64_t errors = 0;
     // What status shows of a session that has closed (copied from it as it closes).
     std::string name, model_name;
+    std::vector<std::string> pool_names;  // its pool segments, kept in systemd's fd store
     std::optional<shm::PoolGeometry> geometry;
     wire::KvDtype dtype = wire::KvDtype::F16;
     bool engine = false;

@@ -28,4 +28,15 @@ void Supervisor::stopping() { sd_notify(0, "STOPPING=1\nSTATUS=draining"); }
 
 void Supervisor::watchdog() { sd_notify(0, "WATCHDOG=1"); }
 
+void Supervisor::store_fd(std::string_view name, int fd) {
+  // FDPOLL=0: a shm file is no pollable object that could report POLLHUP.
+  const std::string message = "FDSTORE=1\nFDPOLL=0\nFDNAME=" + std::string(name);
+  sd_pid_notify_with_fds(0, 0, message.c_str(), &fd, 1);
+}
+
+void Supervisor::remove_fd(std::string_view name) {
+  const std::string message = "FDSTOREREMOVE=1\nFDNAME=" + std::string(name);
+  sd_notify(0, message.c_str());
+}
+
 }  // namespace kvtier::daemon

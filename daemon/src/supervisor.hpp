@@ -18,6 +18,10 @@ class Supervisor {
   void status(std::string_view status);
   void stopping();
   void watchdog();
+  // The file descriptor store (FileDescriptorStoreMax= in the unit): keeps `fd` under `name`
+  // for the next start of the service, until remove_fd(name).
+  void store_fd(std::string_view name, int fd);
+  void remove_fd(std::string_view name);
 
   // Half of the service's WatchdogSec when systemd asked for keep-alives, else nullopt.
   std::optional<std::chrono::microseconds> watchdog_interval() const { return watchdog_interval_; }

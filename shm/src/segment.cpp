@@ -5,6 +5,8 @@
 #include "kvtier/shm/segment.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -28,6 +30,10 @@ struct Segment::Impl {
   std::string name;
   bip::shared_memory_object object;
   bip::mapped_region region;
+  // from_fd: the fd and a plain mapping instead of Boost's objects.
+  UniqueFd fd;
+  std::byte* fd_base = nullptr;
+  std::size_t fd_size = 0;
   bool owns_name = true;
   // Private copies of the header, taken when the header was written or validated.
   SegmentKind kind = SegmentKind::kControl;
@@ -38,6 +44,7 @@ struct Segment::Impl {
   ~Impl() {
     // Unmap and close first (members destroyed after this body); unlinking only drops the name.
     if (owns_name) bip::shared_memory_object::remove(name.c_str());
+    if (fd_base != nullptr) ::munmap(fd_base, fd_size);
   }
 };
 
@@ -194,11 +201,39 @@ Result<Segment> Segment::open_existing(std::string name) {
   return Segment(std::move(impl));
 }
 
-int Segment::fd() const noexcept { return impl_->object.get_mapping_handle().handle; }
-std::byte* Segment::base() const noexcept {
-  return static_cast<std::byte*>(impl_->region.get_address());
+Result<Segment> Segment::from_fd(UniqueFd fd, std::string name) {
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0) return os_error("fstat of the fd of " + name);
+  const auto size = static_cast<std::size_t>(st.st_size);
+  if (size < sizeof(SegmentHeader)) {
+    return make_error(Errc::kProtocol, name + " (by fd) is " + std::to_string(size) + " bytes, smaller than a segment header");
+  }
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (base == MAP_FAILED) return os_error("mmap of " + name);
+  auto impl = std::make_unique<Impl>();
+  impl->name = std::move(name);
+  impl->owns_name = false;
+  impl->fd = std::move(fd);
+  impl->fd_base = static_cast<std::byte*>(base);
+  impl->fd_size = size;
+  if (auto valid = validate_segment_header({impl->fd_base, size}, std::nullopt, 0); !valid) {
+    return tl::unexpected(Error{valid.error().code, impl->name + ": " + valid.error().message});
+  }
+  const auto& header = *reinterpret_cast<const SegmentHeader*>(impl->fd_base);
+  impl->kind = header.kind;
+  impl->epoch = header.daemon_epoch;
+  impl->client_id = header.client_id;
+  impl->owner = SegmentOwner{header.owner_uid, header.owner_pid};
+  return Segment(std::move(impl));
 }
-std::size_t Segment::size() const noexcept { return impl_->region.get_size(); }
+
+int Segment::fd() const noexcept {
+  return impl_->fd ? impl_->fd.get() : impl_->object.get_mapping_handle().handle;
+}
+std::byte* Segment::base() const noexcept {
+  return impl_->fd_base != nullptr ? impl_->fd_base : static_cast<std::byte*>(impl_->region.get_address());
+}
+std::size_t Segment::size() const noexcept { return impl_->fd_base != nullptr ? impl_->fd_size : impl_->region.get_size(); }
 const std::string& Segment::name() const noexcept { return impl_->name; }
 SegmentKind Segment::kind() const noexcept { return impl_->kind; }
 std::uint64_t Segment::epoch() const noexcept { return impl_->epoch; }

@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "kvtier/protocol/error.hpp"
+#include "kvtier/protocol/unique_fd.hpp"
 #include "kvtier/shm/layout.hpp"
 
 namespace kvtier::shm {
@@ -50,6 +51,10 @@ class Segment {
   // Opens an existing segment (adoption after a daemon restart) and validates its header (any
   // kind, any epoch: check kind() and epoch() yourself). The returned Segment owns the name.
   static Result<Segment> open_existing(std::string name);
+  // The same for a segment known by an fd only (systemd's fd store hands a restarted daemon the
+  // fds its predecessor stored; the name may be gone). `name` is what the segment was called;
+  // the returned Segment owns no name (it unlinks nothing) and closes `fd` when destroyed.
+  static Result<Segment> from_fd(UniqueFd fd, std::string name);
 
   Segment(Segment&& other) noexcept;
   Segment& operator=(Segment&& other) noexcept;
