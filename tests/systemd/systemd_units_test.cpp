@@ -194,6 +194,8 @@ TEST_F(SystemdInstall, RuntimeDirectoryMatchesTheDefaultConfig) {
             kvtier::config::DaemonConfig{}.daemon.runtime_dir.string());
   EXPECT_EQ(unit_setting(text, "RuntimeDirectoryPreserve"), "yes");
   EXPECT_EQ(unit_setting(text, "RemoveIPC"), "no");
+  // Pools survive a restart in the fd store (systemd/README.md).
+  EXPECT_EQ(unit_setting(text, "FileDescriptorStoreMax"), "1024");
   EXPECT_EQ(unit_setting(text, "PrivateDevices"), "");
 }
 
