@@ -145,6 +145,45 @@ auto export_sequence(wire::BufferKind kind) {
   };
 }
 
+// A Reattach of two sequences with T1, T2 and T3 tokens (the pool fds never reach a fuzzer).
+auto reattach() {
+  return [](wire::ClientMessage::Builder m) {
+    auto r = m.initReattach();
+    r.setPreviousEpoch(0x1234);
+    r.setPreviousClientId(3);
+    auto model = r.initModel();
+    model.setNumLayers(2);
+    model.setNumKvHeads(2);
+    model.setHeadDim(8);
+    model.setDtype(wire::KvDtype::F16);
+    model.setPoolTokens(64);
+    model.setInt8PoolTokens(64);
+    auto sequences = r.initSequences(2);
+    for (unsigned i = 0; i < 2; ++i) {
+      auto s = sequences[i];
+      s.setSequenceId(i + 1);
+      s.setPromptLength(8);
+      s.setLength(200);
+      auto t = s.initTiering();
+      t.setUseDefaults(false);
+      t.setSinkTokens(4);
+      t.setWindowTokens(16);
+      t.setInterval(8);
+      t.setHbmRatio(0.25);
+      t.setDecay(1.0);
+      t.setInt8Ratio(0.3);
+      auto t1 = s.initT1Positions(2), t1_slots = s.initT1Slots(2);
+      t1.set(0, 12);
+      t1.set(1, 20);
+      t1_slots.set(0, 2 * i);
+      t1_slots.set(1, 2 * i + 1);
+      s.initT2Positions(1).set(0, 30);
+      s.initT2Slots(1).set(0, 32 * i);
+      s.initT3Positions(1).set(0, 13);
+    }
+  };
+}
+
 void frame_seeds(const fs::path& root) {
   Corpus corpus(root, "frame_dispatch");
   const auto engine = hello(wire::SessionRole::ENGINE);
@@ -163,6 +202,7 @@ void frame_seeds(const fs::path& root) {
                                          .add(open_sequence(false, 0.5))
                                          .add(export_sequence(wire::BufferKind::CUDA_IPC))
                                          .bytes());
+  corpus.write("engine-reattach", Stream(0).add(engine).add(reattach()).add(open_sequence(false)).bytes());
   corpus.write("admin-status", Stream(60)
                                    .add(hello(wire::SessionRole::ADMIN))
                                    .add([](auto m) { m.initStatusRequest(); })

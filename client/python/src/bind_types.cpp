@@ -224,7 +224,14 @@ void bind_types(nb::module_& m) {
       .def_ro("backpressure_tokens", &kvtier_client_counters::backpressure_tokens,
               "Tokens the daemon kept in T0 for lack of a host row, so far.")
       .def_ro("backpressure_reason", &kvtier_client_counters::backpressure_reason,
-              "Backpressure value of the latest such notice (an int: the daemon's word, not checked).");
+              "Backpressure value of the latest such notice (an int: the daemon's word, not checked).")
+      .def_ro("daemon_losses", &kvtier_client_counters::daemon_losses,
+              "Times the daemon's end of the connection was found gone (it crashed or stopped).")
+      .def_ro("reattachments", &kvtier_client_counters::reattachments,
+              "Successful reattachments of this client's pools and sequences to a restarted daemon.")
+      .def_ro("detached", &kvtier_client_counters::detached, "1 while no daemon is attached (no plans meanwhile).")
+      .def_ro("reattach_refused", &kvtier_client_counters::reattach_refused,
+              "1 once a restarted daemon refused the reattachment (no more attempts).");
   nb::class_<kvtier_adopted>(m, "Adopted", "A sequence adopted from another engine process (kvtier_adopted).")
       .def_ro("sequence", &kvtier_adopted::sequence, "The adopted sequence's id in this client.")
       .def_ro("prompt_length", &kvtier_adopted::prompt_length)
