@@ -227,7 +227,8 @@ Status Client::close_sequence(std::uint32_t sequence) {
   peers_.erase(sequence);  // an adopted sequence closed before its hand-off plan ran
   digest_dims_.erase(sequence);
   records_.erase(sequence);
-  if (rings_ && !attached()) return {};  // the daemon is gone: it reattaches without it
+  // The daemon is gone (it reattaches without it), or its successor never knew it.
+  if (forgotten_.erase(sequence) != 0 || (rings_ && !attached())) return {};
   capnp::MallocMessageBuilder message;
   message.initRoot<wire::ClientMessage>().initCloseSequence().setSequenceId(sequence);
   auto reply = request(message);
@@ -269,7 +270,7 @@ Status Client::push_records(shm::ScoreKind kind, std::uint32_t sequence, std::ui
   if (auto it = records_.find(sequence); it != records_.end() && !values.empty()) {
     it->second.grow(first_position + static_cast<std::uint32_t>((values.size() - 1) / floats_per_position + 1));
   }
-  if (!attached_) {  // nobody reads the ring: dropped, like scores on a full ring
+  if (!attached_ || forgotten_.contains(sequence)) {  // nobody reads them: dropped, like on a full ring
     counters_.score_records_dropped += (values.size() + per_record - 1) / per_record;
     return {};
   }
@@ -301,7 +302,9 @@ Result<std::optional<kvtier_plan>> Client::poll_plan(std::chrono::milliseconds t
     try_reattach();
     if (attached_) break;
     if (std::chrono::steady_clock::now() >= deadline) return std::optional<kvtier_plan>{};
-    std::this_thread::sleep_until(refused_ ? deadline : std::min(deadline, next_attempt_));
+    // No attempt is due before next_attempt_; none at all after a refusal or while a polled plan
+    // waits for its acknowledgement.
+    std::this_thread::sleep_until(refused_ || !polled_.acked ? deadline : std::min(deadline, next_attempt_));
   }
   std::uint64_t epoch = 0;
   std::uint32_t sequence = 0;
@@ -370,7 +373,7 @@ Result<bool> Client::sync(std::chrono::milliseconds timeout) {
 
 Status Client::step_end(std::uint32_t sequence, std::uint32_t step) {
   if (auto ok = require_engine("step_end"); !ok) return ok;
-  if (!attached_) {
+  if (!attached_ || forgotten_.contains(sequence)) {
     ++counters_.score_records_dropped;
     return {};
   }

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -143,6 +144,7 @@ class Client {
   kvtier_client_counters counters_{};
   // Reattachment state (reattach.cpp).
   std::map<std::uint32_t, SequenceRecord> records_;
+  std::set<std::uint32_t> forgotten_;  // open here, not reattached: pushes dropped, closes local
   UniqueFd pool_fd_, int8_fd_;  // the pools' fds, presented to a successor daemon
   std::string model_name_;
   Polled polled_;

@@ -94,7 +94,7 @@ void Client::lost() {
 }
 
 void Client::try_reattach(bool now) {
-  if (attached_ || refused_ || !pool_view_ || !polled_.acked) return;
+  if (attached_ || refused_ || !pool_ || !polled_.acked) return;
   const auto t = std::chrono::steady_clock::now();
   if (!now && t < next_attempt_) return;
   const Status done = reattach();
@@ -117,8 +117,10 @@ void Client::try_reattach(bool now) {
 Status Client::reattach() {
   auto connection = Connection::connect(options_.socket_path);
   if (!connection) return tl::unexpected(connection.error());
-  const std::uint64_t previous_epoch = versions_.daemon_epoch;
-  const std::uint32_t previous_client = versions_.client_id;
+  // The pools keep the names their creator gave them, through any number of restarts: the
+  // claim names that daemon's epoch and client id, as the pool's header does.
+  const std::uint64_t previous_epoch = pool_->header().daemon_epoch;
+  const std::uint32_t previous_client = pool_->header().client_id;
   connection_ = std::move(*connection);
   if (auto ok = hello(); !ok) return ok;  // new control segment and doorbell from here on
   ++generation_;
@@ -156,12 +158,19 @@ Status Client::reattach() {
   if (int8_fd_) fds.push_back(int8_fd_.get());
   auto reply = request(message, fds);
   if (!reply) return tl::unexpected(reply.error());
-  return protocol::capture_protocol_errors([&]() -> Status {
+  auto done = protocol::capture_protocol_errors([&]() -> Status {
     if (reply->root<wire::DaemonMessage>().which() != wire::DaemonMessage::REATTACHED) {
       return make_error(Errc::kProtocol, "expected Reattached");
     }
     return {};
   });
+  if (!done) return done;
+  // Sequences left out (exported, or adopted with the hand-off plan pending) are unknown to
+  // the successor: what the engine still sends for them stays here.
+  for (const auto& [id, dim] : digest_dims_) {
+    if (!records_.contains(id)) forgotten_.insert(id);
+  }
+  return {};
 }
 
 }  // namespace kvtier::client

@@ -46,6 +46,7 @@ void ClientChannel::set_pool(PoolSetup pools) {
     int8_allocator_.emplace(i8.blocks, i8.group_tokens);
     int8_geometry_ = kernels::Int8Geometry{g.num_kv_heads, g.head_dim, pools.dtype, i8.group_tokens};
   }
+  if (draining_) keep_pool_names();  // arrived while the daemon stops: the successor's
 }
 
 void ClientChannel::open_sequence(std::uint32_t sequence_id, std::uint32_t prompt_length,

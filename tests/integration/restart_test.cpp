@@ -163,6 +163,27 @@ TEST(Restart, AfterSigtermTheSuccessorAdoptsTheRunningClients) {
   EXPECT_TRUE(eventually([&] { return daemon.segments().empty(); })) << ::testing::PrintToString(daemon.segments());
 }
 
+TEST(Restart, TwoRestartsInARowTheClientReattachesToEachSuccessor) {
+  DaemonUnderTest daemon(test_name(), kFastOrphans);
+  ChildProcess client = spawn_workload(
+      daemon, "client", with({"--steps", "192", "--pause-every", "64", "--int8-pool-tokens", "512", "--int8-ratio", "0.4"},
+                             kTiering));
+  for (const char* step : {"paused step=64", "paused step=128"}) {
+    ASSERT_TRUE(wait_for_line(daemon.dir() / "client.log", step));
+    daemon.process().signal(SIGKILL);
+    ASSERT_TRUE(daemon.process().wait(std::chrono::seconds(10)).has_value());
+    // The pools keep their first daemon's names: every successor finds them under those.
+    daemon.start_successor(kFastOrphans);
+    EXPECT_THAT(daemon.log(), HasSubstr("event=predecessor_pools orphans=2"));
+    client.signal(SIGUSR1);
+  }
+  const WorkloadRun run = finish(daemon, client, "client");
+  EXPECT_EQ(run.exit_code, 0) << run.out;  // KV audit clean across both outages
+  EXPECT_EQ(run.number("reattachments"), 2) << run.out;
+  EXPECT_EQ(run.number("daemon_losses"), 2) << run.out;
+  EXPECT_TRUE(eventually([&] { return daemon.segments().empty(); })) << ::testing::PrintToString(daemon.segments());
+}
+
 TEST(Restart, SigstopOfTheDaemonLeavesClientsDecodingAndCountsDroppedScores) {
   DaemonUnderTest daemon(test_name(), {"--set", "limits.score_ring_records=16"});
   ChildProcess client =
