@@ -21,6 +21,33 @@ Error error_from_reply(wire::ErrorReply::Reader reply) {
 
 }  // namespace
 
+void set_tiering(wire::TierParams::Builder t, const kvtier_sequence_options& o) {
+  t.setUseDefaults(o.use_defaults != 0);
+  t.setKeyDigestDim(o.key_digest_dim);
+  if (o.use_defaults != 0) return;
+  t.setSinkTokens(o.sink_tokens);
+  t.setWindowTokens(o.window_tokens);
+  t.setInterval(o.interval);
+  t.setHbmRatio(o.hbm_ratio);
+  t.setEvictRatio(o.evict_ratio);
+  t.setHysteresis(o.hysteresis);
+  t.setDecay(o.decay);
+  t.setHbmTokens(o.hbm_tokens);
+  t.setEvictTokens(o.evict_tokens);
+  t.setMode(static_cast<wire::EvictionMode>(o.mode));
+  t.setPolicy(static_cast<wire::Policy>(o.policy));
+  t.setSeed(o.seed);
+  t.setProtectPrompt(o.protect_prompt < 0    ? wire::PromptProtection::POLICY_DEFAULT
+                     : o.protect_prompt == 0 ? wire::PromptProtection::UNPROTECTED
+                                             : wire::PromptProtection::PROTECT);
+  t.setRecentWindow(o.recent_window);
+  t.setValueProtectRatio(o.value_protect_ratio);
+  t.setValueProtectTokens(o.value_protect_tokens);
+  t.setRkvLambda(o.rkv_lambda);
+  t.setInt8Ratio(o.int8_ratio);
+  t.setInt8Tokens(o.int8_tokens);
+}
+
 void copy_text(char* dst, std::size_t size, capnp::Text::Reader text) {
   const std::size_t n = std::min(size - 1, static_cast<std::size_t>(text.size()));
   std::memcpy(dst, text.cStr(), n);
@@ -180,34 +207,11 @@ Result<std::uint32_t> Client::open_sequence(const kvtier_sequence_options& o) {
   capnp::MallocMessageBuilder message;
   auto open = message.initRoot<wire::ClientMessage>().initOpenSequence();
   open.setPromptLength(o.prompt_length);
-  auto t = open.initTiering();
-  t.setUseDefaults(o.use_defaults != 0);
-  if (o.use_defaults == 0) {
-    t.setSinkTokens(o.sink_tokens);
-    t.setWindowTokens(o.window_tokens);
-    t.setInterval(o.interval);
-    t.setHbmRatio(o.hbm_ratio);
-    t.setEvictRatio(o.evict_ratio);
-    t.setHysteresis(o.hysteresis);
-    t.setDecay(o.decay);
-    t.setHbmTokens(o.hbm_tokens);
-    t.setEvictTokens(o.evict_tokens);
-    if (o.mode > KVTIER_EVICT_PAPER_PROTOTYPE) return make_error(Errc::kInvalidArgument, "unknown eviction mode");
-    t.setMode(static_cast<wire::EvictionMode>(o.mode));
-    if (o.policy > KVTIER_POLICY_R_KV) return make_error(Errc::kInvalidArgument, "unknown policy");
-    t.setPolicy(static_cast<wire::Policy>(o.policy));
-    t.setSeed(o.seed);
-    t.setProtectPrompt(o.protect_prompt < 0    ? wire::PromptProtection::POLICY_DEFAULT
-                       : o.protect_prompt == 0 ? wire::PromptProtection::UNPROTECTED
-                                               : wire::PromptProtection::PROTECT);
-    t.setRecentWindow(o.recent_window);
-    t.setValueProtectRatio(o.value_protect_ratio);
-    t.setValueProtectTokens(o.value_protect_tokens);
-    t.setRkvLambda(o.rkv_lambda);
-    t.setInt8Ratio(o.int8_ratio);
-    t.setInt8Tokens(o.int8_tokens);
+  if (o.use_defaults == 0 && o.mode > KVTIER_EVICT_PAPER_PROTOTYPE) {
+    return make_error(Errc::kInvalidArgument, "unknown eviction mode");
   }
-  t.setKeyDigestDim(o.key_digest_dim);
+  if (o.use_defaults == 0 && o.policy > KVTIER_POLICY_R_KV) return make_error(Errc::kInvalidArgument, "unknown policy");
+  set_tiering(open.initTiering(), o);
   auto reply = request(message);
   if (!reply) return tl::unexpected(reply.error());
   return protocol::capture_protocol_errors([&]() -> Result<std::uint32_t> {

@@ -156,6 +156,9 @@ class Client {
   std::chrono::milliseconds backoff_{0};
 };
 
+// The wire form of a sequence's options (OpenSequence, Reattach); mode and policy unchecked.
+void set_tiering(wire::TierParams::Builder tiering, const kvtier_sequence_options& options);
+
 // Copies `text` into dst[size], truncated and NUL-terminated.
 void copy_text(char* dst, std::size_t size, capnp::Text::Reader text);
 

@@ -15,33 +15,6 @@ namespace {
 
 constexpr std::chrono::milliseconds kFirstBackoff{20}, kMaxBackoff{1000};
 
-void set_tiering(wire::TierParams::Builder t, const kvtier_sequence_options& o) {
-  t.setUseDefaults(o.use_defaults != 0);
-  t.setKeyDigestDim(o.key_digest_dim);
-  if (o.use_defaults != 0) return;
-  t.setSinkTokens(o.sink_tokens);
-  t.setWindowTokens(o.window_tokens);
-  t.setInterval(o.interval);
-  t.setHbmRatio(o.hbm_ratio);
-  t.setEvictRatio(o.evict_ratio);
-  t.setHysteresis(o.hysteresis);
-  t.setDecay(o.decay);
-  t.setHbmTokens(o.hbm_tokens);
-  t.setEvictTokens(o.evict_tokens);
-  t.setMode(static_cast<wire::EvictionMode>(o.mode));
-  t.setPolicy(static_cast<wire::Policy>(o.policy));
-  t.setSeed(o.seed);
-  t.setProtectPrompt(o.protect_prompt < 0    ? wire::PromptProtection::POLICY_DEFAULT
-                     : o.protect_prompt == 0 ? wire::PromptProtection::UNPROTECTED
-                                             : wire::PromptProtection::PROTECT);
-  t.setRecentWindow(o.recent_window);
-  t.setValueProtectRatio(o.value_protect_ratio);
-  t.setValueProtectTokens(o.value_protect_tokens);
-  t.setRkvLambda(o.rkv_lambda);
-  t.setInt8Ratio(o.int8_ratio);
-  t.setInt8Tokens(o.int8_tokens);
-}
-
 // Fills positions (and slots) of every token of `record` in `tier`.
 void fill(const std::vector<std::uint8_t>& tiers, const std::vector<std::uint32_t>& slots, std::uint8_t tier,
           capnp::List<std::uint32_t>::Builder (*init_positions)(wire::ReattachedSequence::Builder&, unsigned),
