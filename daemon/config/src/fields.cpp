@@ -50,7 +50,7 @@ bool is_name_char(char c) {
 }
 
 std::string shm_prefix_rule(std::string_view text) {
-  // The prefix becomes part of "/<prefix>-<...>" shm names: no '/', nothing shell-hostile.
+  // The prefix becomes part of "/kvtier.<prefix>-<epoch>..." shm names: no '/', nothing shell-hostile.
   bool ok = !text.empty() && text.size() <= 32;
   for (char c : text) ok = ok && is_name_char(c);
   return ok ? std::string() : "must be 1 to 32 characters from [A-Za-z0-9_-]";
@@ -110,7 +110,7 @@ const std::array<FieldSpec, 33> kFields = {{
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.daemon.socket; },
    .text_rule = socket_rule},
   {.table = "daemon", .key = "shm_prefix",
-   .help = "shared-memory segments are named /<shm_prefix>-...",
+   .help = "shared-memory segments are named /kvtier.<shm_prefix>-<epoch>...; one daemon per prefix",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.daemon.shm_prefix; },
    .text_rule = shm_prefix_rule},
   {.table = "daemon", .key = "admin_group",

@@ -52,7 +52,7 @@ std::span<const std::string_view> policy_names() noexcept;
 struct DaemonSection {
   std::filesystem::path runtime_dir = "/run/kvtier";  // socket, lock file; absolute
   std::filesystem::path socket;        // empty: runtime_dir / kSocketFileName; else absolute
-  std::string shm_prefix = "kvtier";   // POSIX shm names start "/<shm_prefix>-"; [A-Za-z0-9_-]
+  std::string shm_prefix = "kvtier";   // shm names "/kvtier.<shm_prefix>-<epoch>..."; [A-Za-z0-9_-]
   std::string admin_group = "kvtier-admin";  // empty: admin only for root and the daemon's uid
   LogLevel log_level = LogLevel::kInfo;
   bool watchdog = true;  // feed systemd's watchdog when WATCHDOG_USEC is set
