@@ -76,9 +76,9 @@ void Client::try_reattach(bool now) {
     ++counters_.reattachments;
     return;
   }
-  // Unreachable (not started yet, died again, busy): try later. Anything else is a refusal
-  // that trying again would only repeat.
-  if (done.error().code != Errc::kUnavailable && done.error().code != Errc::kLimitExceeded) {
+  // Unreachable (not started yet, died again, full): try later. Anything else is a refusal of
+  // the claim that trying again would only repeat.
+  if (done.error().code != Errc::kUnavailable) {
     refused_ = true;
     reattach_error_ = done.error().message;
     return;
@@ -95,7 +95,11 @@ Status Client::reattach() {
   const std::uint64_t previous_epoch = pool_->header().daemon_epoch;
   const std::uint32_t previous_client = pool_->header().client_id;
   connection_ = std::move(*connection);
-  if (auto ok = hello(); !ok) return ok;  // new control segment and doorbell from here on
+  if (auto ok = hello(); !ok) {
+    // A daemon at limits.max_clients refuses the Hello and keeps nothing of it: try later.
+    if (ok.error().code == Errc::kLimitExceeded) return make_error(Errc::kUnavailable, ok.error().message);
+    return ok;
+  }  // new control segment and doorbell from here on
   ++generation_;
   last_acked_ = 0;
 
