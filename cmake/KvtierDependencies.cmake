@@ -4,6 +4,7 @@ find_package(Threads REQUIRED)
 find_package(CapnProto REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(tomlplusplus REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)       # kvtierctl --json
 find_package(Boost 1.74 REQUIRED)           # header-only Boost.Interprocess
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)

@@ -2,12 +2,23 @@
 
 #include <cstdio>
 
-#include "json_writer.hpp"
+#include <nlohmann/json.hpp>
+
 #include "kvtier/kvtier.hpp"
 #include "safe_text.hpp"
 
 namespace kvtier::cli {
 namespace {
+
+// Keys in the order written here, as docs/kvtierctl-json.md lists them.
+using Json = nlohmann::ordered_json;
+
+// Compact, one line. Every string the daemon sent is untrusted: non-ASCII (DEL and C1 included)
+// and control characters are escaped (\uXXXX), bytes that are not UTF-8 become U+FFFD, so the
+// text is valid JSON and nothing in it acts on a terminal.
+void print_json(const Json& document) {
+  std::printf("%s\n", document.dump(-1, ' ', true, Json::error_handler_t::replace).c_str());
+}
 
 const char* dtype_name(kvtier_dtype dtype) {
   switch (dtype) {
@@ -87,22 +98,19 @@ void print_versions_text(const kvtier_versions& v, bool daemon_known) {
   }
 }
 
-void write_versions_json(JsonWriter& j, const kvtier_versions& v) {
-  j.begin_object();
-  j.key("client").begin_object();
-  j.key("protocol_major").value(std::uint64_t{v.client_protocol_major});
-  j.key("protocol_minor").value(std::uint64_t{v.client_protocol_minor});
-  j.key("layout_version").value(std::uint64_t{v.client_layout_version});
-  j.key("layout_fingerprint").value(std::uint64_t{v.client_layout_fingerprint});
-  j.end_object();
-  j.key("daemon").begin_object();
-  j.key("version").value(v.daemon_version);
-  j.key("protocol_major").value(std::uint64_t{v.daemon_protocol_major});
-  j.key("protocol_minor").value(std::uint64_t{v.daemon_protocol_minor});
-  j.key("layout_version").value(std::uint64_t{v.daemon_layout_version});
-  j.key("layout_fingerprint").value(std::uint64_t{v.daemon_layout_fingerprint});
-  j.end_object();
-  j.end_object();
+// The --json document of `version` (docs/kvtierctl-json.md).
+Json versions_json(const kvtier_versions& v) {
+  return Json{{"client",
+               {{"protocol_major", v.client_protocol_major},
+                {"protocol_minor", v.client_protocol_minor},
+                {"layout_version", v.client_layout_version},
+                {"layout_fingerprint", v.client_layout_fingerprint}}},
+              {"daemon",
+               {{"version", v.daemon_version},
+                {"protocol_major", v.daemon_protocol_major},
+                {"protocol_minor", v.daemon_protocol_minor},
+                {"layout_version", v.daemon_layout_version},
+                {"layout_fingerprint", v.daemon_layout_fingerprint}}}};
 }
 
 int run_version(const GlobalOptions& options) {
@@ -112,91 +120,80 @@ int run_version(const GlobalOptions& options) {
   if (client) client.versions(v);
   if (status != KVTIER_OK && status != KVTIER_E_VERSION_MISMATCH) return report(status, client);
   if (options.json) {
-    JsonWriter j;
-    write_versions_json(j, v);
-    std::printf("%s\n", j.str().c_str());
+    print_json(versions_json(v));
   } else {
     print_versions_text(v, true);
   }
   return status == KVTIER_OK ? kExitOk : report(status, client);
 }
 
+// The --json document of `status` (docs/kvtierctl-json.md).
 void write_status_json(const kvtier_daemon_status& s) {
-  JsonWriter j;
-  j.begin_object();
-  j.key("daemon_version").value(s.daemon_version);
-  j.key("daemon_epoch").value(s.daemon_epoch);
-  j.key("uptime_seconds").value(s.uptime_seconds);
-  j.key("pools").begin_object();
-  j.key("ddr_bytes_total").value(s.ddr_bytes_total);
-  j.key("ddr_bytes_used").value(s.ddr_bytes_used);
-  j.key("int8_bytes_total").value(s.int8_bytes_total);
-  j.key("int8_bytes_used").value(s.int8_bytes_used);
-  j.end_object();
-  j.key("clients").begin_array();
+  Json clients = Json::array();
   for (std::size_t i = 0; i < s.client_count; ++i) {
     const kvtier_client_info& c = s.clients[i];
-    j.begin_object();
-    j.key("client_id").value(std::uint64_t{c.client_id});
-    j.key("pid").value(std::uint64_t{c.pid});
-    j.key("uid").value(std::uint64_t{c.uid});
-    j.key("name").value(c.name);
-    j.key("model").begin_object();
-    j.key("name").value(c.model_name);
-    j.key("num_layers").value(std::uint64_t{c.num_layers});
-    j.key("num_kv_heads").value(std::uint64_t{c.num_kv_heads});
-    j.key("head_dim").value(std::uint64_t{c.head_dim});
-    j.key("dtype").value(dtype_name(c.dtype));
-    j.end_object();
-    j.key("pool_slots").value(std::uint64_t{c.pool_slots});
-    j.key("pool_slots_used").value(std::uint64_t{c.pool_slots_used});
-    j.key("weight").value(std::uint64_t{c.weight});
-    j.key("ddr_bytes_used").value(c.ddr_bytes_used);
-    j.key("ddr_share_bytes").value(c.ddr_share_bytes);
-    j.key("int8_slots").value(std::uint64_t{c.int8_slots});
-    j.key("int8_slots_used").value(std::uint64_t{c.int8_slots_used});
-    j.key("last_backpressure").value(backpressure_name(c.last_backpressure));
-    j.key("closing").value(c.closing != 0);
-    j.key("counters").begin_object();
-    j.key("score_records").value(c.score_records);
-    j.key("scores_dropped").value(c.scores_dropped);
-    j.key("plans_sent").value(c.plans_sent);
-    j.key("plans_acked").value(c.plans_acked);
-    j.key("errors").value(c.errors);
-    j.key("plans_failed").value(c.plans_failed);
-    j.key("moves_sent").value(c.moves_sent);
-    j.key("t2_demotions").value(c.t2_demotions);
-    j.key("pressure_demotions").value(c.pressure_demotions);
-    j.key("pressure_evictions").value(c.pressure_evictions);
-    j.key("int8_trimmed").value(c.int8_trimmed);
-    j.key("backpressure_tokens").value(c.backpressure_tokens);
-    j.end_object();
-    j.key("sequences").begin_array();
+    Json sequences = Json::array();
     for (std::size_t k = 0; k < c.sequence_count; ++k) {
       const kvtier_sequence_info& q = c.sequences[k];
-      j.begin_object();
-      j.key("sequence_id").value(std::uint64_t{q.sequence_id});
-      j.key("prompt_length").value(std::uint64_t{q.prompt_length});
-      j.key("tokens").value(std::uint64_t{q.tokens});
-      j.key("t0").value(std::uint64_t{q.tokens_t0});
-      j.key("t1").value(std::uint64_t{q.tokens_t1});
-      j.key("t2").value(std::uint64_t{q.tokens_t2});
-      j.key("t3").value(std::uint64_t{q.tokens_t3});
-      j.key("destroyed_fraction").value(q.destroyed_fraction);
-      j.key("hbm_ratio").value(q.hbm_ratio);
-      j.key("evict_ratio").value(q.evict_ratio);
-      j.key("int8_ratio").value(q.int8_ratio);
-      j.key("eviction_mode").value(mode_name(q.mode));
-      j.key("policy").value(policy_name(q.policy));
-      if (q.handoff != KVTIER_HANDOFF_NONE) j.key("handoff").value(handoff_name(q.handoff));
-      j.end_object();
+      Json sequence = {{"sequence_id", q.sequence_id},
+                       {"prompt_length", q.prompt_length},
+                       {"tokens", q.tokens},
+                       {"t0", q.tokens_t0},
+                       {"t1", q.tokens_t1},
+                       {"t2", q.tokens_t2},
+                       {"t3", q.tokens_t3},
+                       {"destroyed_fraction", q.destroyed_fraction},
+                       {"hbm_ratio", q.hbm_ratio},
+                       {"evict_ratio", q.evict_ratio},
+                       {"int8_ratio", q.int8_ratio},
+                       {"eviction_mode", mode_name(q.mode)},
+                       {"policy", policy_name(q.policy)}};
+      if (q.handoff != KVTIER_HANDOFF_NONE) sequence["handoff"] = handoff_name(q.handoff);
+      sequences.push_back(std::move(sequence));
     }
-    j.end_array();
-    j.end_object();
+    clients.push_back({{"client_id", c.client_id},
+                       {"pid", c.pid},
+                       {"uid", c.uid},
+                       {"name", c.name},
+                       {"model",
+                        {{"name", c.model_name},
+                         {"num_layers", c.num_layers},
+                         {"num_kv_heads", c.num_kv_heads},
+                         {"head_dim", c.head_dim},
+                         {"dtype", dtype_name(c.dtype)}}},
+                       {"pool_slots", c.pool_slots},
+                       {"pool_slots_used", c.pool_slots_used},
+                       {"weight", c.weight},
+                       {"ddr_bytes_used", c.ddr_bytes_used},
+                       {"ddr_share_bytes", c.ddr_share_bytes},
+                       {"int8_slots", c.int8_slots},
+                       {"int8_slots_used", c.int8_slots_used},
+                       {"last_backpressure", backpressure_name(c.last_backpressure)},
+                       {"closing", c.closing != 0},
+                       {"counters",
+                        {{"score_records", c.score_records},
+                         {"scores_dropped", c.scores_dropped},
+                         {"plans_sent", c.plans_sent},
+                         {"plans_acked", c.plans_acked},
+                         {"errors", c.errors},
+                         {"plans_failed", c.plans_failed},
+                         {"moves_sent", c.moves_sent},
+                         {"t2_demotions", c.t2_demotions},
+                         {"pressure_demotions", c.pressure_demotions},
+                         {"pressure_evictions", c.pressure_evictions},
+                         {"int8_trimmed", c.int8_trimmed},
+                         {"backpressure_tokens", c.backpressure_tokens}}},
+                       {"sequences", std::move(sequences)}});
   }
-  j.end_array();
-  j.end_object();
-  std::printf("%s\n", j.str().c_str());
+  print_json(Json{{"daemon_version", s.daemon_version},
+                  {"daemon_epoch", s.daemon_epoch},
+                  {"uptime_seconds", s.uptime_seconds},
+                  {"pools",
+                   {{"ddr_bytes_total", s.ddr_bytes_total},
+                    {"ddr_bytes_used", s.ddr_bytes_used},
+                    {"int8_bytes_total", s.int8_bytes_total},
+                    {"int8_bytes_used", s.int8_bytes_used}}},
+                  {"clients", std::move(clients)}});
 }
 
 void print_status_text(const kvtier_daemon_status& s) {
