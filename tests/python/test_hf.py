@@ -107,7 +107,9 @@ def test_daemon_sees_the_sequence_and_close_releases_it(daemon, model, prompt):
         assert 0 < seq.destroyed_fraction <= 0.1 + 1e-9
         assert client.score_records > 0 and client.scores_dropped == 0
         cache.close()
-        assert all(c.name != "hf-test" for c in admin.status().clients)
+        # Its sequence is gone; the client itself may still be listed, as closing once the daemon
+        # read the disconnect: its pool stays its own until this process exits.
+        assert all(not c.sequences for c in admin.status().clients if c.name == "hf-test")
     assert not model._forward_pre_hooks  # hooks removed
 
 

@@ -197,6 +197,26 @@ class Counters:
         Backpressure value of the latest such notice (an int: the daemon's word, not checked).
         """
 
+    @property
+    def daemon_losses(self) -> int:
+        """
+        Times the daemon's end of the connection was found gone (it crashed or stopped).
+        """
+
+    @property
+    def reattachments(self) -> int:
+        """
+        Successful reattachments of this client's pools and sequences to a restarted daemon.
+        """
+
+    @property
+    def detached(self) -> int:
+        """1 while no daemon is attached (no plans meanwhile)."""
+
+    @property
+    def reattach_refused(self) -> int:
+        """1 once a restarted daemon refused the reattachment (no more attempts)."""
+
 class Adopted:
     """A sequence adopted from another engine process (kvtier_adopted)."""
 
@@ -437,6 +457,12 @@ class ClientInfo:
 
     @property
     def last_backpressure(self) -> Backpressure: ...
+
+    @property
+    def closing(self) -> bool:
+        """
+        Disconnected while its process lives: its pools stay its own until it exits.
+        """
 
     @property
     def sequences(self) -> list[SequenceInfo]: ...
