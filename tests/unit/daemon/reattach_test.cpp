@@ -135,6 +135,20 @@ TEST(ReattachChecks, ARecordNoPoolCouldHoldIsRefusedNamingTheSequence) {
               set(b.initT3Positions(1), {95});  // in the window
             }).find("Reattach sequence 2: restored position 95"),
             std::string::npos);
+  // A position far beyond the sequence is refused before any map grows to it (the fuzzer's
+  // 3.4 GB allocation, tests/fuzz/corpus/frame_dispatch/regress-reattach-position-beyond-length).
+  EXPECT_NE(refused([](Claim& c) {
+              auto a = c.sequence(0, 1);
+              set(a.initT1Positions(1), {0xfffffff0u});
+              set(a.initT1Slots(1), {1});
+              c.sequence(1, 2);
+            }).find("beyond the sequence's 100 tokens"),
+            std::string::npos);
+  EXPECT_NE(refused([](Claim& c) {
+              c.sequence(0, 1, 0xffffffffu);
+              c.sequence(1, 2);
+            }).find("limits.max_tokens_per_sequence"),
+            std::string::npos);
   Claim many;
   many.config.limits.max_sequences_per_client = 1;
   many.root.initSequences(2);
