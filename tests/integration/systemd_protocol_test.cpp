@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <gmock/gmock.h>
@@ -184,6 +185,9 @@ TEST_F(SystemdProtocol, ThePoolGoesToTheFdStoreAndASuccessorAdoptsItFromThereWit
   });
   ::close(stored);
   ASSERT_TRUE(receive_until(notify, "READY=1", seen, std::chrono::seconds(10))) << seen;
+  // Paused, the owner makes no reattachment attempt; after the backoff's bound (1 s, PROTOCOL.md
+  // §4 "Reattachment") one is due at its first poll.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   owner.signal(SIGUSR1);
   const auto code = owner.wait(std::chrono::seconds(60));
   EXPECT_EQ(code, 0) << read_log(dir_ / "owner.log");
