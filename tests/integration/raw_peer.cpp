@@ -31,6 +31,8 @@ void RawPeer::send_bytes(const std::vector<std::byte>& bytes) {
 void RawPeer::send(capnp::MessageBuilder& message) { send_bytes(protocol::encode_frame(message).value()); }
 
 void RawPeer::send(capnp::MessageBuilder& message, std::span<const int> fds) {
+  if (fds.empty()) return send(message);
+  if (fds.size() > 4) throw std::invalid_argument("RawPeer::send passes at most 4 fds");
   std::vector<std::byte> frame = protocol::encode_frame(message).value();
   alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * 4)> control{};
   iovec iov{frame.data(), 1};
