@@ -54,13 +54,14 @@ struct CommandResult {
 // Runs a command to completion (with a timeout) and captures its output.
 CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
-// Polls `condition` every 20 ms until true or `timeout`.
+// Polls `condition` every `poll` (20 ms) until true or `timeout`, which only ends a stuck run.
 template <class Fn>
-bool eventually(Fn&& condition, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+bool eventually(Fn&& condition, std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                std::chrono::microseconds poll = std::chrono::milliseconds(20)) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (condition()) return true;
-    ::usleep(20'000);
+    ::usleep(static_cast<useconds_t>(poll.count()));
   }
   return condition();
 }
