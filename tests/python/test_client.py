@@ -4,7 +4,6 @@ from NumPy arrays (a numpy "engine" whose cache is [heads, slots, dim] per layer
 from __future__ import annotations
 
 import gc
-import time
 import weakref
 
 import numpy as np
@@ -124,15 +123,6 @@ def run_steps(client: kvtier.Client, engine: NumpyEngine, prompt: int, steps: in
     return plan
 
 
-def eventually(condition, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
-
-
 def sequence_info(admin: kvtier.Client, client: kvtier.Client, seq: int) -> kvtier.SequenceInfo:
     info = next(c for c in admin.status().clients if c.client_id == client.versions().client_id)
     return next(s for s in info.sequences if s.sequence_id == seq)
@@ -171,8 +161,9 @@ def test_plan_moves_rows_to_the_pool_and_stage_layer_returns_them_exactly(daemon
                     np.testing.assert_array_equal(k[r, head], NumpyEngine.row(layer, head, position, 0.25))
                     np.testing.assert_array_equal(v[r, head], NumpyEngine.row(layer, head, position, 0.5))
 
-        # The daemon commits the plan when it reads the acknowledgement (asynchronously).
-        assert eventually(lambda: sequence_info(admin, client, seq).tokens_t1 == rows)
+        # The daemon commits the plan when it reads the acknowledgement; sync waits for that.
+        assert client.sync()
+        assert sequence_info(admin, client, seq).tokens_t1 == rows
         assert sequence_info(admin, client, seq).tokens_t3 == 0
         client.close_sequence(seq)
 

@@ -100,6 +100,7 @@ def test_daemon_sees_the_sequence_and_close_releases_it(daemon, model, prompt):
         cache = TieredCache(model, socket_path=daemon.socket, name="hf-test", max_length=PROMPT + NEW,
                             hbm_ratio=0.3, evict_ratio=0.1, **TIERING)
         generate(model, prompt, cache)
+        assert cache.client.sync()  # the daemon has consumed every step this cache published
         client = next(c for c in admin.status().clients if c.name == "hf-test")
         (seq,) = client.sequences
         assert seq.tokens + seq.tokens_t3 == PROMPT + NEW - 1 and seq.prompt_length == PROMPT  # tokens: live ones
