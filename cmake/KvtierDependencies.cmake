@@ -8,6 +8,8 @@ find_package(nlohmann_json 3 REQUIRED)       # kvtierctl --json
 find_package(Boost 1.74 REQUIRED)           # header-only Boost.Interprocess
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)
+# kvtierd's Prometheus endpoint (daemon/src/metrics_server.cpp); the tests' HTTP client.
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 
 find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)  # standalone Asio (libasio-dev)
 add_library(kvtier_asio INTERFACE)

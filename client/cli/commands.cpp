@@ -193,6 +193,7 @@ void write_status_json(const kvtier_daemon_status& s) {
                     {"ddr_bytes_used", s.ddr_bytes_used},
                     {"int8_bytes_total", s.int8_bytes_total},
                     {"int8_bytes_used", s.int8_bytes_used}}},
+                  {"metrics_address", s.metrics_address},
                   {"clients", std::move(clients)}});
 }
 
@@ -203,6 +204,7 @@ void print_status_text(const kvtier_daemon_status& s) {
   if (s.ddr_bytes_total != 0) std::printf(" of %llu", ull(s.ddr_bytes_total));
   std::printf("  int8 pools %llu", ull(s.int8_bytes_used));
   if (s.int8_bytes_total != 0) std::printf(" of %llu", ull(s.int8_bytes_total));
+  if (s.metrics_address[0] != '\0') std::printf("\nmetrics at http://%s/metrics", printable(s.metrics_address).c_str());
   std::printf("\n%zu client(s)\n", s.client_count);
   for (std::size_t i = 0; i < s.client_count; ++i) {
     const kvtier_client_info& c = s.clients[i];

@@ -33,6 +33,7 @@ Result<kvtier_daemon_status*> Client::daemon_status() {
     holder->ddr_bytes_used = status.getDdrBytesUsed();
     holder->int8_bytes_total = status.getInt8BytesTotal();
     holder->int8_bytes_used = status.getInt8BytesUsed();
+    copy_text(holder->metrics_address, sizeof(holder->metrics_address), status.getMetricsAddress());
     for (auto c : status.getClients()) {
       kvtier_client_info info{};
       info.client_id = c.getClientId();

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "int8_demotion.hpp"
 
@@ -45,6 +46,7 @@ void ClientChannel::set_pool(PoolSetup pools) {
     int8_view_ = shm::Int8PoolView::trusted(int8_->segment.bytes(), i8);
     int8_allocator_.emplace(i8.blocks, i8.group_tokens);
     int8_geometry_ = kernels::Int8Geometry{g.num_kv_heads, g.head_dim, pools.dtype, i8.group_tokens};
+    int8_bytes_per_token_ = i8.block_bytes() * i8.num_layers / i8.group_tokens;
   }
   if (draining_) keep_pool_names();  // arrived while the daemon stops: the successor's
 }
@@ -151,6 +153,8 @@ ClientSnapshot ClientChannel::snapshot() const {
   out.pressure_evictions = pressure_evictions_;
   out.int8_trimmed = int8_trimmed_;
   out.last_backpressure = static_cast<std::uint32_t>(last_backpressure_);
+  out.traffic = traffic_;
+  out.traffic.plan_roundtrip = outbox_.roundtrip();
   for (const auto& [id, lent] : lent_) {
     SequenceSnapshot s;  // its tokens are the adopter's now
     s.sequence_id = id;
@@ -227,7 +231,9 @@ Status ClientChannel::step_ended(std::uint32_t sequence_id) {
 }
 
 Result<bool> ClientChannel::decide_and_publish(std::uint32_t sequence_id, Sequence& sequence) {
+  const auto started = std::chrono::steady_clock::now();
   const tier::Decision& decision = sequence.tiers.decide();
+  traffic_.decision.observe(std::chrono::steady_clock::now() - started);
   if (decision.moves.empty()) {
     sequence.tiers.commit();
     return false;
@@ -248,6 +254,7 @@ Result<bool> ClientChannel::send_pending(std::uint32_t sequence_id, Sequence& se
     const shm::BackpressureReason reason =
         admission.rows < into_t1 ? admission.limited_by : shm::BackpressureReason::kPoolFull;
     trimmed_ += kept;
+    traffic_.backpressure_tokens.at(static_cast<std::size_t>(reason)) += kept;
     last_backpressure_ = reason;
     outbox_.note_backpressure(kept, reason);
     log_.warn("event=pool_full client_id={} sequence={} kept_in_t0={} reason={}", client_id_, sequence_id, kept,
@@ -313,6 +320,11 @@ Status ClientChannel::resolve(PlanOutbox::Resolved resolved) {
 
 void ClientChannel::count_committed(const tier::PlanTransaction& transaction, bool relief) {
   for (const tier::PlannedMove& move : transaction.planned()) {
+    const auto direction = static_cast<std::size_t>(move.from) * 4 + static_cast<std::size_t>(move.to);
+    ++traffic_.moves.at(direction);
+    traffic_.bytes.at(direction) += move.to == tier::Tier::kT2   ? int8_bytes_per_token_
+                                    : move.to == tier::Tier::kT3 ? 0
+                                                                 : bytes_per_slot_;
     if (move.to == tier::Tier::kT2) ++(relief ? pressure_demotions_ : t2_demotions_);
     if (move.to == tier::Tier::kT3 && relief) ++pressure_evictions_;
   }

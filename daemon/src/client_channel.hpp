@@ -211,6 +211,8 @@ class ClientChannel final : public BudgetMember, private ScoreIntake::Sequences 
   std::uint64_t trimmed_ = 0, errors_ = 0;
   std::uint64_t t2_demotions_ = 0, pressure_demotions_ = 0, pressure_evictions_ = 0, int8_trimmed_ = 0;
   shm::BackpressureReason last_backpressure_ = shm::BackpressureReason::kNone;
+  PlanTraffic traffic_;  // its plan_roundtrip is the outbox's, copied at snapshot
+  std::uint64_t int8_bytes_per_token_ = 0;
   bool failed_ = false;
   bool draining_ = false;
 };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "data_plane.hpp"
 #include "listener.hpp"
+#include "metrics_server.hpp"
 #include "server.hpp"
 #include "supervisor.hpp"
 #include "tier_params.hpp"
@@ -89,6 +91,21 @@ Status run_daemon(const config::DaemonConfig& configured, spdlog::logger& log) {
   Server server(io, config, data_plane, supervisor, log, epoch);
   data_plane.start([&server](std::uint32_t client_id, const Error& error) { server.fail_client(client_id, error); });
   server.start(std::move(*acceptor), std::move(passed->stored));
+  std::unique_ptr<MetricsServer> metrics;
+  if (auto address = config::parse_listen_address(config.metrics.listen)) {  // validated: empty = off
+    auto started = MetricsServer::start(
+        *address, io, [&server](std::function<void(NodeMetrics)> done) { server.collect_metrics(std::move(done)); },
+        log);
+    if (!started) {
+      log.error("event=metrics_failed {}", to_string(started.error()));
+      server.stop();
+      data_plane.stop();
+      if (!activated) ::unlink(config::socket_path(config).c_str());
+      return tl::unexpected(started.error());
+    }
+    metrics = std::move(*started);
+    server.set_metrics_address(metrics->address());
+  }
 
   asio::signal_set signals(io, SIGTERM, SIGINT);
   asio::steady_timer watchdog(io);

@@ -10,6 +10,7 @@
 // is reported through the fail handler (on the control thread) and ignored from then on.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -33,6 +34,7 @@
 #include "kvtier/shm/segment.hpp"
 #include "kvtier/tier/tier_params.hpp"
 #include "handoff.hpp"
+#include "latency_histogram.hpp"
 #include "node_budget.hpp"
 #include "reattach_checks.hpp"
 
@@ -50,6 +52,18 @@ struct SequenceSnapshot {
   HandoffState handoff = HandoffState::kNone;
 };
 
+// What one client's plans did, for the metrics (metrics.hpp). Moves are counted when their plan
+// is acknowledged as applied; index from * 4 + to (tier::Tier values).
+struct PlanTraffic {
+  std::array<std::uint64_t, 16> moves{};
+  // Bytes the moves wrote in their destination tier: a token's native K and V of every layer
+  // into T0 or T1, its share of an int8 block (scales included) into T2, nothing into T3.
+  std::array<std::uint64_t, 16> bytes{};
+  std::array<std::uint64_t, 3> backpressure_tokens{};  // kept in T0, by shm::BackpressureReason
+  LatencyHistogram plan_roundtrip;  // PlanOutbox::roundtrip
+  LatencyHistogram decision;        // one sequence's tier decision (SequenceTiers::decide)
+};
+
 struct ClientSnapshot {
   std::uint32_t client_id = 0;
   std::uint32_t pool_slots_used = 0;
@@ -59,6 +73,7 @@ struct ClientSnapshot {
   std::uint32_t int8_slots = 0, int8_slots_used = 0;
   std::uint64_t t2_demotions = 0, pressure_demotions = 0, pressure_evictions = 0, int8_trimmed = 0;
   std::uint32_t last_backpressure = 0;  // shm::BackpressureReason
+  PlanTraffic traffic;
   std::vector<SequenceSnapshot> sequences;
 };
 

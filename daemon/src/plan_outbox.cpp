@@ -42,6 +42,7 @@ bool PlanOutbox::publish(std::span<const shm::PlanMove> moves, Plan plan) {
   plan.epoch = next_epoch_++;
   ++plans_sent_;
   moves_sent_ += moves.size();
+  sent_at_ = std::chrono::steady_clock::now();
   outstanding_.emplace(std::move(plan));
   return true;
 }
@@ -56,6 +57,7 @@ Result<std::optional<PlanOutbox::Resolved>> PlanOutbox::poll() {
   const bool applied = *acked >= outstanding_->epoch;
   if (!applied && *failed < outstanding_->epoch) return std::nullopt;
   ++(applied ? plans_acked_ : plans_failed_);
+  roundtrip_.observe(std::chrono::steady_clock::now() - sent_at_);
   return Resolved{*take(), applied};
 }
 

@@ -13,6 +13,7 @@
 // caller's. Thread-safety: data-plane thread only (like the ClientChannel that owns it).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -22,6 +23,7 @@
 #include "kvtier/protocol/error.hpp"
 #include "kvtier/shm/plan_ring.hpp"
 #include "kvtier/tier/plan_transaction.hpp"
+#include "latency_histogram.hpp"
 
 namespace kvtier::daemon {
 
@@ -76,6 +78,9 @@ class PlanOutbox {
   std::uint64_t plans_acked() const noexcept { return plans_acked_; }
   std::uint64_t plans_failed() const noexcept { return plans_failed_; }
   std::uint64_t moves_sent() const noexcept { return moves_sent_; }
+  // From publishing a plan to reading its resolution (acknowledged or failed; taken plans are
+  // not observed): the client's poll, execution and ack plus the daemon's wake-up.
+  const LatencyHistogram& roundtrip() const noexcept { return roundtrip_; }
 
  private:
   // Pushes `moves` as epoch next_epoch_ if they fit; counts and makes `plan` outstanding.
@@ -86,6 +91,8 @@ class PlanOutbox {
   std::vector<shm::PlanMove> scratch_;
   std::uint64_t next_epoch_ = 1;
   std::uint64_t plans_sent_ = 0, plans_acked_ = 0, plans_failed_ = 0, moves_sent_ = 0;
+  std::chrono::steady_clock::time_point sent_at_;  // of the outstanding plan
+  LatencyHistogram roundtrip_;
 };
 
 }  // namespace kvtier::daemon

@@ -310,6 +310,7 @@ Status Server::reattach(Session& session, const PoolRequest& request, std::uint6
   record.weight = request.weight;
   pool_bytes_used_ += record.pool_bytes;
   int8_bytes_used_ += record.int8_bytes;
+  ++reattachments_;
   std::uint64_t rows = 0;
   for (const RestoredSequence& sequence : sequences) rows += sequence.rows();
   log_.info("event=client_reattached client_id={} pid={} previous_epoch={:016x} previous_client_id={} sequences={} "
@@ -321,8 +322,11 @@ Status Server::reattach(Session& session, const PoolRequest& request, std::uint6
   return {};
 }
 
-void Server::count_error(std::uint32_t client_id) {
-  if (auto it = clients_.find(client_id); it != clients_.end()) ++it->second.errors;
+void Server::count_error(std::uint32_t client_id, Errc code) {
+  auto it = clients_.find(client_id);
+  if (it == clients_.end()) return;
+  ++it->second.errors;
+  if (it->second.end_cause.empty()) it->second.end_cause = errc_name(code);
 }
 
 void Server::fail_client(std::uint32_t client_id, const Error& error) {
@@ -335,6 +339,7 @@ void Server::on_session_closed(std::uint32_t client_id) {
   if (it == clients_.end() || it->second.closed) return;
   ClientRecord& record = it->second;
   record.closed = true;
+  ++sessions_ended_[record.end_cause.empty() ? "disconnected" : record.end_cause];
   if (record.session) {
     record.name = record.session->name();
     record.model_name = record.session->model_name();
@@ -368,6 +373,7 @@ void Server::reclaim(std::uint32_t client_id) {
     if (found == clients_.end()) return;
     pool_bytes_used_ -= found->second.pool_bytes;
     int8_bytes_used_ -= found->second.int8_bytes;
+    ++reclaims_;
     log_.info("event=client_reclaimed client_id={} pid={} pool_bytes={}", client_id, found->second.peer.pid,
               found->second.pool_bytes);
     for (const std::string& name : found->second.pool_names) supervisor_.remove_fd(name.substr(1));
@@ -446,6 +452,7 @@ void Server::build_status(std::function<void(capnp::MallocMessageBuilder&)> repl
     status.setDdrBytesUsed(ddr_used);
     status.setInt8BytesTotal(config_.pools.int8_bytes_total);
     status.setInt8BytesUsed(int8_used);
+    status.setMetricsAddress(metrics_address_);
     std::vector<std::pair<const ClientRecord*, const ClientSnapshot*>> engines;
     for (const auto& snapshot : dynamic) {
       auto it = clients_.find(snapshot.client_id);

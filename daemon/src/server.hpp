@@ -28,6 +28,7 @@
 
 #include "data_plane.hpp"
 #include "export_registry.hpp"
+#include "metrics.hpp"
 #include "kvtier/config/config.hpp"
 #include "kvtier/kernels/kv_layout.hpp"
 #include "kvtier/protocol/unique_fd.hpp"
@@ -92,7 +93,13 @@ class Server {
                   std::uint32_t previous_client, std::span<const UniqueFd> fds,
                   std::vector<RestoredSequence> sequences, std::function<void(Status)> done);
   void build_status(std::function<void(capnp::MallocMessageBuilder&)> reply);
-  void count_error(std::uint32_t client_id);
+  // The metrics of this daemon and every engine client (server_metrics.cpp); `done` runs on the
+  // control thread after one DataPlane snapshot.
+  void collect_metrics(std::function<void(NodeMetrics)> done);
+  // Where metrics are served ("ADDRESS:PORT"; empty = off), for status replies.
+  void set_metrics_address(std::string address) { metrics_address_ = std::move(address); }
+  // A session error; the session ends because of it (its cause in kvtier_sessions_ended_total).
+  void count_error(std::uint32_t client_id, Errc code);
   void on_session_closed(std::uint32_t client_id);
   // Ends a session because its data-plane traffic was bad (posted by the data plane).
   void fail_client(std::uint32_t client_id, const Error& error);
@@ -116,6 +123,7 @@ class Server {
     wire::KvDtype dtype = wire::KvDtype::F16;
     bool engine = false;
     bool closed = false;
+    std::string end_cause;  // the error code that ends the session; empty: it disconnected
   };
 
   void accept_next();
@@ -151,6 +159,9 @@ class Server {
   ExportRegistry exports_;
   Predecessors predecessors_;
   asio::steady_timer sweep_timer_;
+  std::string metrics_address_;
+  std::map<std::string, std::uint64_t> sessions_ended_;  // by cause (NodeMetrics::sessions_ended)
+  std::uint64_t reclaims_ = 0, reattachments_ = 0;
   bool stopping_ = false;
 };
 

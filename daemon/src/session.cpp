@@ -243,7 +243,7 @@ void Session::fail(const Error& error) {
   if (state_ == State::kClosed) return;
   server_.log().warn("event=session_error client_id={} pid={} code={} message=\"{}\"", client_id_, peer_.pid,
                      errc_name(error.code), error.message);
-  server_.count_error(client_id_);
+  server_.count_error(client_id_, error.code);
   send_error(error);
   shutdown_after_writes();
 }

@@ -313,6 +313,7 @@ struct StatusReply {
   clients @9 :List(ClientStatus);
   int8BytesTotal @10 :UInt64;  # node-wide int8 pool cap (0 = none) (1.1)
   int8BytesUsed @11 :UInt64;   # bytes of int8 blocks holding live rows
+  metricsAddress @12 :Text;    # 1.5: "ADDRESS:PORT" serving Prometheus metrics at /metrics; empty = off
 }
 
 # Why tokens were last kept in T0 instead of host memory (shm BackpressureReason).

@@ -469,6 +469,7 @@ typedef struct kvtier_daemon_status {
   const kvtier_client_info* clients;
   uint64_t int8_bytes_total; /* node-wide int8 pool cap; 0 = none */
   uint64_t int8_bytes_used;
+  char metrics_address[64]; /* "ADDRESS:PORT" serving Prometheus metrics at /metrics; empty = off */
 } kvtier_daemon_status;
 
 /* Admin role only (the daemon checks the peer's credentials). Free with kvtier_daemon_status_free. */

@@ -97,10 +97,17 @@ std::string eviction_mode_rule(std::string_view text) {
              : "must be one of cumulative, paper-algorithm, paper-prototype";
 }
 
-constexpr std::array<std::string_view, 4> kTables = {"daemon", "limits", "tiering", "pools"};
+std::string listen_rule(std::string_view text) {
+  // HOST:PORT with a numeric IPv4 address or a bracketed IPv6 one: no name lookup at start-up.
+  if (text.empty()) return {};
+  return parse_listen_address(text) ? std::string()
+                                    : "must be empty or ADDRESS:PORT (127.0.0.1:9464, [::1]:9464; port 0 = any free port)";
+}
+
+constexpr std::array<std::string_view, 5> kTables = {"daemon", "limits", "tiering", "pools", "metrics"};
 
 // clang-format off
-const std::array<FieldSpec, 33> kFields = {{
+const std::array<FieldSpec, 34> kFields = {{
   {.table = "daemon", .key = "runtime_dir",
    .help = "directory of the socket and lock file (systemd RuntimeDirectory=)",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.daemon.runtime_dir; },
@@ -223,6 +230,11 @@ const std::array<FieldSpec, 33> kFields = {{
    .help = "what a full node DDR budget does: demote-evict, demote, evict or backpressure",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.pools.pressure; },
    .text_rule = pressure_rule},
+
+  {.table = "metrics", .key = "listen",
+   .help = "Prometheus metrics over HTTP at HOST:PORT/metrics (port 0: any free port); empty = off",
+   .bind = [](DaemonConfig& c) -> FieldRef { return &c.metrics.listen; },
+   .text_rule = listen_rule},
 }};
 // clang-format on
 

@@ -1,6 +1,9 @@
 // The parts of the config module that need no TOML parser: enum names, the effective socket
 // path, validation and the TOML dump.
+#include <arpa/inet.h>
+
 #include <array>
+#include <charconv>
 #include <utility>
 
 #include "fields.hpp"
@@ -66,6 +69,24 @@ std::span<const std::string_view> policy_names() noexcept { return kPolicyNames;
 std::filesystem::path socket_path(const DaemonConfig& config) {
   if (!config.daemon.socket.empty()) return config.daemon.socket;
   return config.daemon.runtime_dir / kSocketFileName;
+}
+
+std::optional<ListenAddress> parse_listen_address(std::string_view text) {
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  std::string_view host = text.substr(0, colon);
+  const std::string_view port_text = text.substr(colon + 1);
+  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (bracketed) host = host.substr(1, host.size() - 2);
+  unsigned port = 0;
+  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() || port > 65535) {
+    return std::nullopt;
+  }
+  const std::string host_text(host);
+  unsigned char address[16];
+  if (inet_pton(bracketed ? AF_INET6 : AF_INET, host_text.c_str(), address) != 1) return std::nullopt;
+  return ListenAddress{host_text, static_cast<std::uint16_t>(port)};
 }
 
 Status validate(const DaemonConfig& config) {

@@ -243,3 +243,26 @@ TEST(ConfigLoad, MissingFileIsAnOsErrorNamingThePath) {
 
 }  // namespace
 }  // namespace kvtier::config
+
+namespace kvtier::config {
+namespace {
+
+TEST(ConfigParse, MetricsListenTakesANumericAddressAndPort) {
+  auto c = parse_config("[metrics]\nlisten = \"[::1]:0\"\n", "kvtierd.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  const auto address = parse_listen_address(c->metrics.listen);
+  ASSERT_TRUE(address.has_value());
+  EXPECT_EQ(address->host, "::1");
+  EXPECT_EQ(address->port, 0);
+  EXPECT_EQ(parse_listen_address("127.0.0.1:9464")->port, 9464);
+}
+
+TEST(ConfigParse, MetricsListenRefusesNamesAndBadPorts) {
+  for (const char* bad : {"localhost:9464", "127.0.0.1", "127.0.0.1:65536", "127.0.0.1:x", "::1:9464", ":9464"}) {
+    EXPECT_FALSE(parse_listen_address(bad).has_value()) << bad;
+    EXPECT_FALSE(parse_config(std::string("[metrics]\nlisten = \"") + bad + "\"\n", "kvtierd.toml").has_value()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace kvtier::config

@@ -110,11 +110,28 @@ struct PoolsSection {
   bool operator==(const PoolsSection&) const = default;
 };
 
+// [metrics] Prometheus text exposition over HTTP (daemon/src/metrics_server.hpp). Off by default:
+// the endpoint shows client names and models, so it is opened only where configured (the
+// packaged systemd config serves it on loopback).
+struct MetricsSection {
+  std::string listen;  // "ADDRESS:PORT" (numeric IPv4, or [IPv6]); port 0 = any free port; empty = off
+
+  bool operator==(const MetricsSection&) const = default;
+};
+
+struct ListenAddress {
+  std::string host;  // numeric, without brackets
+  std::uint16_t port = 0;
+};
+// "127.0.0.1:9464" or "[::1]:0"; nullopt for anything else (names are not looked up).
+std::optional<ListenAddress> parse_listen_address(std::string_view text);
+
 struct DaemonConfig {
   DaemonSection daemon;
   LimitsSection limits;
   TieringSection tiering;
   PoolsSection pools;
+  MetricsSection metrics;
 
   bool operator==(const DaemonConfig&) const = default;
 };
