@@ -233,7 +233,11 @@ TEST(Top, ShowsARunningClientUnderARealTerminalAndQuitsWithCodeZeroOnQ) {
   ChildProcess client = spawn_workload(daemon, "topclient", {"--steps", "64", "--hold"});
   ASSERT_TRUE(wait_for_line(daemon.dir() / "topclient.log", "holding name=topclient")) << daemon.log();
   Tmux tmux(daemon.dir());
-  const std::string command = KVTIER_TEST_KVTIERCTL + " --socket " + daemon.socket().string() + " top --interval 200";
+  // The pane runs kvtierctl under sh, which records how kvtierctl exited: tmux itself may see the
+  // pane's end before it reaps the process, so #{pane_dead_status} can stay empty for a while.
+  const auto exit_file = daemon.dir() / "top.exit";
+  const std::string command = KVTIER_TEST_KVTIERCTL + " --socket " + daemon.socket().string() +
+                              " top --interval 200; echo $? > " + exit_file.string();
   const CommandResult started = tmux.run({"new-session", "-d", "-s", "top", "-x", "160", "-y", "40", command});
   ASSERT_EQ(started.exit_code, 0) << started.out;
   std::string pane;
@@ -245,15 +249,19 @@ TEST(Top, ShowsARunningClientUnderARealTerminalAndQuitsWithCodeZeroOnQ) {
       std::chrono::seconds(60));
   ASSERT_TRUE(shown) << pane;
   EXPECT_EQ(tmux.run({"send-keys", "-t", "top", "q"}).exit_code, 0);
-  std::string dead;
+  std::string code;
   EXPECT_TRUE(eventually(
       [&] {
-        dead = tmux.run({"display-message", "-p", "-t", "top", "#{pane_dead} #{pane_dead_status}"}).out;
-        return dead.rfind("1 ", 0) == 0;
+        code = read_log(exit_file);
+        return !code.empty() && code.back() == '\n';
       },
       std::chrono::seconds(60)))
-      << dead;
-  EXPECT_EQ(dead, "1 0\n");
+      << tmux.run({"capture-pane", "-p", "-t", "top"}).out;
+  EXPECT_EQ(code, "0\n") << tmux.run({"capture-pane", "-p", "-t", "top"}).out;
+  // And the pane's process is gone.
+  EXPECT_TRUE(eventually([&] {
+    return tmux.run({"display-message", "-p", "-t", "top", "#{pane_dead}"}).out == "1\n";
+  }, std::chrono::seconds(60)));
   client.signal(SIGTERM);
   EXPECT_EQ(client.wait(std::chrono::seconds(30)), 0);
 }
