@@ -178,6 +178,12 @@ TEST(Placement, SmallPagesConcatenateToTheSequencesLengthAndAgreeWithStatus) {
   EXPECT_EQ(text.exit_code, 0) << text.out;
   EXPECT_THAT(text.out, HasSubstr("T3 (evicted) " + std::to_string(s["t3"].get<std::uint64_t>())));
   EXPECT_EQ(text.out.find('\x1b'), std::string::npos) << text.out;
+  // The strip (second line) fits the width: one character per bucket of ceil(length / 40).
+  const auto first_newline = text.out.find('\n');
+  const std::string strip = text.out.substr(first_newline + 1, text.out.find('\n', first_newline + 1) - first_newline - 1);
+  const std::uint64_t bucket = (length + 39) / 40;
+  EXPECT_EQ(strip.size(), (length + bucket - 1) / bucket) << text.out;
+  EXPECT_EQ(strip.find_first_not_of("012."), std::string::npos) << text.out;
   workload->signal(SIGTERM);
   EXPECT_EQ(workload->wait(std::chrono::seconds(30)), 0);
 }
