@@ -2,23 +2,12 @@
 
 #include <cstdio>
 
-#include <nlohmann/json.hpp>
-
+#include "ctl_support.hpp"
 #include "kvtier/kvtier.hpp"
 #include "safe_text.hpp"
 
 namespace kvtier::cli {
 namespace {
-
-// Keys in the order written here, as docs/kvtierctl-json.md lists them.
-using Json = nlohmann::ordered_json;
-
-// Compact, one line. Every string the daemon sent is untrusted: non-ASCII (DEL and C1 included)
-// and control characters are escaped (\uXXXX), bytes that are not UTF-8 become U+FFFD, so the
-// text is valid JSON and nothing in it acts on a terminal.
-void print_json(const Json& document) {
-  std::printf("%s\n", document.dump(-1, ' ', true, Json::error_handler_t::replace).c_str());
-}
 
 const char* dtype_name(kvtier_dtype dtype) {
   switch (dtype) {
@@ -50,15 +39,6 @@ const char* policy_name(kvtier_policy policy) {
   return "?";
 }
 
-const char* backpressure_name(kvtier_backpressure reason) {
-  switch (reason) {
-    case KVTIER_BACKPRESSURE_NONE: return "none";
-    case KVTIER_BACKPRESSURE_POOL_FULL: return "pool_full";
-    case KVTIER_BACKPRESSURE_NODE_BUDGET: return "node_budget";
-  }
-  return "?";
-}
-
 const char* handoff_name(kvtier_handoff handoff) {
   switch (handoff) {
     case KVTIER_HANDOFF_NONE: return "none";
@@ -68,23 +48,6 @@ const char* handoff_name(kvtier_handoff handoff) {
     case KVTIER_HANDOFF_ADOPTED: return "adopted";
   }
   return "?";
-}
-
-unsigned long long ull(std::uint64_t v) { return static_cast<unsigned long long>(v); }
-
-int exit_code_for(kvtier_status status) {
-  switch (status) {
-    case KVTIER_OK: return kExitOk;
-    case KVTIER_E_UNAVAILABLE: return kExitUnreachable;
-    case KVTIER_E_VERSION_MISMATCH: return kExitVersionMismatch;
-    default: return kExitFailed;
-  }
-}
-
-int report(kvtier_status status, const Client& client) {
-  const std::string why = printable(client ? client.last_error() : std::string(kvtier_client_last_error(nullptr)));
-  std::fprintf(stderr, "kvtierctl: %s: %s\n", kvtier_status_string(status), why.c_str());
-  return exit_code_for(status);
 }
 
 void print_versions_text(const kvtier_versions& v, bool daemon_known) {
@@ -113,9 +76,10 @@ Json versions_json(const kvtier_versions& v) {
                 {"layout_fingerprint", v.daemon_layout_fingerprint}}}};
 }
 
-int run_version(const GlobalOptions& options) {
+int run_version(const GlobalOptions& options, std::span<const std::string_view> args) {
+  if (!args.empty()) return usage_error("version", "takes no arguments");
   Client client;
-  const kvtier_status status = client.connect(options.socket_path, "kvtierctl", KVTIER_ROLE_ADMIN);
+  const kvtier_status status = connect_admin(options, client);
   kvtier_versions v{};
   if (client) client.versions(v);
   if (status != KVTIER_OK && status != KVTIER_E_VERSION_MISMATCH) return report(status, client);
@@ -236,9 +200,10 @@ void print_status_text(const kvtier_daemon_status& s) {
   }
 }
 
-int run_status(const GlobalOptions& options) {
+int run_status(const GlobalOptions& options, std::span<const std::string_view> args) {
+  if (!args.empty()) return usage_error("status", "takes no arguments");
   Client client;
-  kvtier_status status = client.connect(options.socket_path, "kvtierctl", KVTIER_ROLE_ADMIN);
+  kvtier_status status = connect_admin(options, client);
   if (status != KVTIER_OK) return report(status, client);
   DaemonStatusPtr snapshot;
   status = client.daemon_status(snapshot);
@@ -252,8 +217,12 @@ int run_status(const GlobalOptions& options) {
 }
 
 constexpr Command kCommands[] = {
-    {"status", "pools, clients (pid, name) and sequences with token counts per tier", run_status},
-    {"version", "client and daemon protocol and shared-memory layout versions", run_version},
+    {"status", "", "pools, clients (pid, name) and sequences with token counts per tier", run_status},
+    {"events", "[N]", "the newest N (default 20) pressure, backpressure, reclaim and error decisions", run_events},
+    {"sequence", "CLIENT SEQ [--width N] [--page-runs N]",
+     "one sequence's placement: a strip of positions by tier, per-tier counts", run_sequence},
+    {"top", "[--interval MS] [--once]", "live view of clients and sequences by DDR use, with rates; q quits", run_top},
+    {"version", "", "client and daemon protocol and shared-memory layout versions", run_version},
 };
 
 }  // namespace

@@ -15,12 +15,22 @@ struct GlobalOptions {
   bool json = false;
 };
 
+// A command's run gets the arguments after the command word that are not global options
+// (positional arguments and its own options), in order, and checks them itself (kExitUsage).
+using CommandFn = int (*)(const GlobalOptions& options, std::span<const std::string_view> args);
+
 struct Command {
   std::string_view name;
+  std::string_view arguments;  // for the usage text, e.g. "[N]"
   std::string_view summary;
-  int (*run)(const GlobalOptions& options);
+  CommandFn run;
 };
 
 std::span<const Command> commands();
+
+// Commands in their own files.
+int run_events(const GlobalOptions& options, std::span<const std::string_view> args);    // events.cpp
+int run_sequence(const GlobalOptions& options, std::span<const std::string_view> args);  // sequence_strip.cpp
+int run_top(const GlobalOptions& options, std::span<const std::string_view> args);       // top.cpp
 
 }  // namespace kvtier::cli

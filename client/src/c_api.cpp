@@ -10,20 +10,18 @@
 #include <new>
 #include <string>
 
+#include "c_api_guard.hpp"
 #include "client.hpp"
 #include "kvtier/kvtier.h"
 
-struct kvtier_client {
-  std::unique_ptr<kvtier::client::Client> impl;
-  std::string last_error;
-};
-
 namespace {
+
+using kvtier::client::fail;
+using kvtier::client::guarded;
+using kvtier::client::to_status;
 
 // Detail of this thread's last failed kvtier_client_connect (no handle exists to hold it).
 thread_local std::string t_connect_error;
-
-kvtier_status to_status(kvtier::Errc code) { return static_cast<kvtier_status>(code); }
 
 // Options structs grow at the end. A caller built against the previous kvtier.h passes a
 // smaller struct_size, at least `known` (the offset of the first field it lacks): only that
@@ -35,29 +33,6 @@ bool copy_options(const T* in, std::size_t known, T& out) {
   std::memcpy(&out, in, in->struct_size >= sizeof(T) ? sizeof(T) : known);
   out.struct_size = sizeof(T);
   return true;
-}
-
-kvtier_status fail(kvtier_client* client, const kvtier::Error& error) {
-  if (client != nullptr) client->last_error = error.message;
-  return to_status(error.code);
-}
-
-template <class Fn>
-kvtier_status guarded(kvtier_client* client, Fn&& fn) noexcept {
-  if (client == nullptr || !client->impl) return KVTIER_E_INVALID_ARGUMENT;
-  try {
-    client->last_error.clear();
-    return fn(*client->impl);
-  } catch (const std::bad_alloc&) {
-    client->last_error = "out of memory";
-    return KVTIER_E_INTERNAL;
-  } catch (const std::exception& e) {
-    client->last_error = e.what();
-    return KVTIER_E_INTERNAL;
-  } catch (...) {
-    client->last_error = "unknown exception";
-    return KVTIER_E_INTERNAL;
-  }
 }
 
 }  // namespace
@@ -378,20 +353,6 @@ kvtier_status kvtier_sequence_adopt(kvtier_client* client, uint64_t token, kvtie
     out->struct_size = size;
     return KVTIER_OK;
   });
-}
-
-kvtier_status kvtier_daemon_status_get(kvtier_client* client, kvtier_daemon_status** out) {
-  return guarded(client, [&](kvtier::client::Client& c) {
-    if (out == nullptr) return fail(client, {kvtier::Errc::kInvalidArgument, "out is NULL"});
-    auto status = c.daemon_status();
-    if (!status) return fail(client, status.error());
-    *out = *status;
-    return KVTIER_OK;
-  });
-}
-
-void kvtier_daemon_status_free(kvtier_daemon_status* status) {
-  if (status != nullptr) kvtier::client::free_daemon_status(status);
 }
 
 }  // extern "C"

@@ -71,6 +71,11 @@ class Client {
                                         std::span<const std::uint32_t> t0_slots);
   Result<kvtier_adopted> adopt_sequence(std::uint64_t token);
   Result<kvtier_daemon_status*> daemon_status();
+  // Admin views of protocol 1.5 (daemon_events.cpp): the newest events and a page of a
+  // sequence's placement, each one allocation freed by its free_ function below.
+  Result<kvtier_daemon_events*> daemon_events(std::uint32_t limit);
+  Result<kvtier_sequence_placement*> sequence_placement(std::uint32_t client_id, std::uint32_t sequence_id,
+                                                        std::uint32_t first_position, std::uint32_t max_runs);
   kvtier_client_counters counters() const;
 
   // Pool rows of this client (engine role, after register_model).
@@ -164,5 +169,8 @@ void copy_text(char* dst, std::size_t size, capnp::Text::Reader text);
 
 // Frees what Client::daemon_status returned (daemon_status.cpp).
 void free_daemon_status(kvtier_daemon_status* status);
+// Free what Client::daemon_events and Client::sequence_placement returned (daemon_events.cpp).
+void free_daemon_events(kvtier_daemon_events* events);
+void free_sequence_placement(kvtier_sequence_placement* placement);
 
 }  // namespace kvtier::client

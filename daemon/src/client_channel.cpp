@@ -12,12 +12,13 @@ namespace kvtier::daemon {
 ClientChannel::ClientChannel(asio::io_context& io, std::uint32_t client_id, shm::Segment control,
                              const shm::ControlLayout& layout, UniqueFd doorbell,
                              const config::DaemonConfig& config, NodeBudget& budget, spdlog::logger& log,
-                             FailFn on_fail, HandoffFn on_handoff)
+                             FailFn on_fail, HandoffFn on_handoff, EventFn on_event)
     : client_id_(client_id),
       config_(config),
       log_(log),
       on_fail_(std::move(on_fail)),
       on_handoff_(std::move(on_handoff)),
+      on_event_(std::move(on_event)),
       control_(std::move(control)),
       intake_(shm::daemon_rings(control_, layout).scores),  // each part takes its ring's view
       doorbell_(io, doorbell.release()),
@@ -257,12 +258,14 @@ Result<bool> ClientChannel::send_pending(std::uint32_t sequence_id, Sequence& se
     traffic_.backpressure_tokens.at(static_cast<std::size_t>(reason)) += kept;
     last_backpressure_ = reason;
     outbox_.note_backpressure(kept, reason);
-    log_.warn("event=pool_full client_id={} sequence={} kept_in_t0={} reason={}", client_id_, sequence_id, kept,
-              reason == shm::BackpressureReason::kNodeBudget ? "node_budget" : "pool_full");
+    const char* why = reason == shm::BackpressureReason::kNodeBudget ? "node_budget" : "pool_full";
+    log_.warn("event=pool_full client_id={} sequence={} kept_in_t0={} reason={}", client_id_, sequence_id, kept, why);
+    note(EventKind::kBackpressure, sequence_id, kept, std::string(why) + ": kept in T0");
   }
   if (const std::uint32_t kept = transaction->trimmed_t2(); kept != 0) {
     int8_trimmed_ += kept;
     log_.warn("event=int8_pool_full client_id={} sequence={} kept_in_t1={}", client_id_, sequence_id, kept);
+    note(EventKind::kBackpressure, sequence_id, kept, "int8_pool_full: kept in T1");
   }
   if (transaction->planned().empty()) {
     sequence.tiers.commit(transaction->accepted());
@@ -301,6 +304,8 @@ Status ClientChannel::resolve(PlanOutbox::Resolved resolved) {
   if (!applied) {
     log_.warn("event=plan_failed client_id={} sequence={} epoch={} rolled_back=1 handoff={}", client_id_,
               plan.sequence, plan.epoch, plan.kind == PlanKind::kHandoff);
+    note(EventKind::kPlanFailed, plan.sequence, plan.transaction ? plan.transaction->planned().size() : 0,
+         "epoch " + std::to_string(plan.epoch) + " rolled back" + (plan.kind == PlanKind::kHandoff ? " (hand-off)" : ""));
   }
   if (plan.kind == PlanKind::kHandoff) {
     resolve_handoff(plan.sequence, plan.origin, applied);
@@ -309,7 +314,7 @@ Status ClientChannel::resolve(PlanOutbox::Resolved resolved) {
   Sequence& sequence = sequences_.at(plan.sequence);  // a close resolves its own plan first
   tier::PlanTransaction& transaction = *plan.transaction;
   if (applied) {
-    count_committed(transaction, plan.kind == PlanKind::kRelief);
+    count_committed(plan.sequence, plan.epoch, transaction, plan.kind == PlanKind::kRelief);
     if (auto ok = transaction.commit(sequence.slots, &sequence.t2_slots); !ok) return ok;
     sequence.tiers.commit(transaction.accepted());
     return {};
@@ -318,16 +323,24 @@ Status ClientChannel::resolve(PlanOutbox::Resolved resolved) {
   return transaction.rollback();
 }
 
-void ClientChannel::count_committed(const tier::PlanTransaction& transaction, bool relief) {
+void ClientChannel::count_committed(std::uint32_t sequence_id, std::uint64_t epoch,
+                                    const tier::PlanTransaction& transaction, bool relief) {
+  std::uint64_t demoted = 0, evicted = 0;
   for (const tier::PlannedMove& move : transaction.planned()) {
-    const auto direction = static_cast<std::size_t>(move.from) * 4 + static_cast<std::size_t>(move.to);
+    const auto direction = static_cast<std::size_t>(move.from) * tier::kTierCount + static_cast<std::size_t>(move.to);
     ++traffic_.moves.at(direction);
     traffic_.bytes.at(direction) += move.to == tier::Tier::kT2   ? int8_bytes_per_token_
                                     : move.to == tier::Tier::kT3 ? 0
                                                                  : bytes_per_slot_;
-    if (move.to == tier::Tier::kT2) ++(relief ? pressure_demotions_ : t2_demotions_);
-    if (move.to == tier::Tier::kT3 && relief) ++pressure_evictions_;
+    if (move.to == tier::Tier::kT2) ++(relief ? demoted : t2_demotions_);
+    if (move.to == tier::Tier::kT3 && relief) ++evicted;
   }
+  pressure_demotions_ += demoted;
+  pressure_evictions_ += evicted;
+  // One event per relief plan and kind, when the client has applied it.
+  const std::string detail = "relief plan epoch " + std::to_string(epoch);
+  if (demoted != 0) note(EventKind::kPressureDemotion, sequence_id, demoted, detail);
+  if (evicted != 0) note(EventKind::kPressureEviction, sequence_id, evicted, detail);
 }
 
 Status ClientChannel::decide_owed() {
@@ -357,6 +370,18 @@ void ClientChannel::fail(const Error& error) {
   log_.warn("event=client_ring_error client_id={} code={} message=\"{}\"", client_id_, errc_name(error.code),
             error.message);
   on_fail_(error);
+}
+
+void ClientChannel::note(EventKind kind, std::uint32_t sequence_id, std::uint64_t tokens, std::string detail) {
+  if (!on_event_) return;
+  Event event;
+  event.unix_ms = unix_ms_now();
+  event.kind = kind;
+  event.client_id = client_id_;
+  event.sequence_id = sequence_id;
+  event.tokens = tokens;
+  event.detail = std::move(detail);
+  on_event_(std::move(event));
 }
 
 }  // namespace kvtier::daemon

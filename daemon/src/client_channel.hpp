@@ -69,10 +69,12 @@ class ClientChannel final : public BudgetMember, private ScoreIntake::Sequences 
   using FailFn = std::function<void(const Error&)>;
   // A hand-off this channel received resolved; on failure the tier state goes back (`returned`).
   using HandoffFn = std::function<void(const HandoffOrigin&, std::optional<tier::SequenceTiers> returned)>;
+  // A decision worth an event (event_log.hpp): relief applied, admission refused, plan failed.
+  using EventFn = std::function<void(Event)>;
 
   ClientChannel(asio::io_context& io, std::uint32_t client_id, shm::Segment control, const shm::ControlLayout& layout,
                 UniqueFd doorbell, const config::DaemonConfig& config, NodeBudget& budget, spdlog::logger& log,
-                FailFn on_fail, HandoffFn on_handoff);
+                FailFn on_fail, HandoffFn on_handoff, EventFn on_event = {});
   ~ClientChannel();
 
   void set_pool(PoolSetup pools);
@@ -80,6 +82,13 @@ class ClientChannel final : public BudgetMember, private ScoreIntake::Sequences 
                      std::uint32_t digest_dim);
   void close_sequence(std::uint32_t sequence_id);
   ClientSnapshot snapshot() const;
+  // The committed placement of `sequence_id` from `first_position` on, at most `max_runs` runs
+  // (client_channel_placement.cpp). A pending plan's moves show only once acknowledged.
+  // kNotFound for a sequence this client does not have, kBadState for one whose tier state is
+  // lent out or handed off, kInvalidArgument for first_position beyond its length.
+  // Precondition: max_runs > 0 (the session checks it).
+  Result<PlacementPage> placement(std::uint32_t sequence_id, std::uint32_t first_position,
+                                  std::uint32_t max_runs) const;
 
   // --- reattachment and orderly stop (PROTOCOL.md §4 "Reattachment") ---
   // After set_pool with pools adopted from a predecessor: the client's sequences as it records
@@ -167,7 +176,9 @@ class ClientChannel final : public BudgetMember, private ScoreIntake::Sequences 
                             bool relief);
   // Turns queued relief into one plan; false when there was nothing to send.
   Result<bool> send_relief();
-  void count_committed(const tier::PlanTransaction& transaction, bool relief);
+  // Counts an applied plan's moves (and notes a relief plan's as pressure events).
+  void count_committed(std::uint32_t sequence_id, std::uint64_t epoch, const tier::PlanTransaction& transaction,
+                       bool relief);
   // Relief means per pools.pressure: whether `sequence` may demote to T2 now, how many tokens it
   // may evict now.
   bool can_demote(const Sequence& sequence) const;
@@ -180,12 +191,15 @@ class ClientChannel final : public BudgetMember, private ScoreIntake::Sequences 
   void abandon_handoff(std::uint32_t sequence_id);
   void release_slots(const tier::SlotMap& t1, const tier::SlotMap& t2);
   void fail(const Error& error);
+  // Hands one event to the control plane (stamped now; the Server adds the client's name).
+  void note(EventKind kind, std::uint32_t sequence_id, std::uint64_t tokens, std::string detail);
 
   std::uint32_t client_id_;
   const config::DaemonConfig& config_;
   spdlog::logger& log_;
   FailFn on_fail_;
   HandoffFn on_handoff_;
+  EventFn on_event_;
   shm::Segment control_;
   ScoreIntake intake_;  // views into control_
   asio::posix::stream_descriptor doorbell_;

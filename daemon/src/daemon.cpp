@@ -89,7 +89,8 @@ Status run_daemon(const config::DaemonConfig& configured, spdlog::logger& log) {
 
   DataPlane data_plane(io, config, log);
   Server server(io, config, data_plane, supervisor, log, epoch);
-  data_plane.start([&server](std::uint32_t client_id, const Error& error) { server.fail_client(client_id, error); });
+  data_plane.start([&server](std::uint32_t client_id, const Error& error) { server.fail_client(client_id, error); },
+                   [&server](Event event) { server.record_event(std::move(event)); });
   server.start(std::move(*acceptor), std::move(passed->stored));
   std::unique_ptr<MetricsServer> metrics;
   if (auto address = config::parse_listen_address(config.metrics.listen)) {  // validated: empty = off

@@ -21,8 +21,9 @@ DataPlane::DataPlane(asio::io_context& control_io, const config::DaemonConfig& c
 
 DataPlane::~DataPlane() { stop(); }
 
-void DataPlane::start(FailHandler on_fail) {
+void DataPlane::start(FailHandler on_fail, EventHandler on_event) {
   on_fail_ = std::move(on_fail);
+  on_event_ = std::move(on_event);
   thread_ = std::jthread([this] { io_.run(); });
 }
 
@@ -46,6 +47,11 @@ void DataPlane::report_failure(std::uint32_t client_id, const Error& error) {
   asio::post(control_io_, [this, client_id, error] { on_fail_(client_id, error); });
 }
 
+void DataPlane::report_event(Event event) {
+  if (!on_event_) return;
+  asio::post(control_io_, [this, event = std::move(event)]() mutable { on_event_(std::move(event)); });
+}
+
 void DataPlane::attach(std::uint32_t client_id, shm::Segment control, const shm::ControlLayout& layout,
                        UniqueFd doorbell) {
   auto state = std::make_shared<std::pair<shm::Segment, UniqueFd>>(std::move(control), std::move(doorbell));
@@ -55,7 +61,8 @@ void DataPlane::attach(std::uint32_t client_id, shm::Segment control, const shm:
         [this, client_id](const Error& error) { report_failure(client_id, error); },
         [this](const HandoffOrigin& origin, std::optional<tier::SequenceTiers> returned) {
           handoff_resolved(origin, std::move(returned));
-        });
+        },
+        [this](Event event) { report_event(std::move(event)); });
   });
 }
 
@@ -189,6 +196,18 @@ void DataPlane::snapshot(std::function<void(std::vector<ClientSnapshot>)> done) 
       out.back().ddr_share_bytes = budget_.share_bytes(*channel);
     }
     asio::post(control_io_, [done, out = std::move(out)]() mutable { done(std::move(out)); });
+  });
+}
+
+void DataPlane::placement(std::uint32_t client_id, std::uint32_t sequence_id, std::uint32_t first_position,
+                          std::uint32_t max_runs, std::function<void(Result<PlacementPage>)> done) {
+  post([this, client_id, sequence_id, first_position, max_runs, done = std::move(done)] {
+    auto it = channels_.find(client_id);
+    Result<PlacementPage> page = it == channels_.end()
+                                     ? Result<PlacementPage>(make_error(Errc::kNotFound, "client " + std::to_string(client_id) +
+                                                                                            " has no data-plane channel"))
+                                     : it->second->placement(sequence_id, first_position, max_runs);
+    asio::post(control_io_, [done, page = std::move(page)]() mutable { done(std::move(page)); });
   });
 }
 

@@ -33,6 +33,7 @@
 #include "kvtier/shm/pool_geometry.hpp"
 #include "kvtier/shm/segment.hpp"
 #include "kvtier/tier/tier_params.hpp"
+#include "event_log.hpp"
 #include "handoff.hpp"
 #include "latency_histogram.hpp"
 #include "node_budget.hpp"
@@ -77,6 +78,21 @@ struct ClientSnapshot {
   std::vector<SequenceSnapshot> sequences;
 };
 
+// One run of consecutive positions in one tier (PlacementReply, PROTOCOL.md §4).
+struct TierRun {
+  tier::Tier tier = tier::Tier::kT0;
+  std::uint32_t count = 0;
+};
+
+// A page of one sequence's committed placement: runs from first_position on, up to
+// next_position (== length when the page reaches the end).
+struct PlacementPage {
+  std::uint32_t length = 0;
+  std::uint32_t first_position = 0;
+  std::uint32_t next_position = 0;
+  std::vector<TierRun> runs;
+};
+
 struct Int8Pool {
   shm::Segment segment;
   shm::Int8PoolGeometry geometry;
@@ -94,12 +110,14 @@ struct PoolSetup {
 class DataPlane {
  public:
   using FailHandler = std::function<void(std::uint32_t client_id, const Error& error)>;
+  using EventHandler = std::function<void(Event event)>;
 
   DataPlane(asio::io_context& control_io, const config::DaemonConfig& config, spdlog::logger& log);
   ~DataPlane();
 
-  // `on_fail` runs on the control thread.
-  void start(FailHandler on_fail);
+  // `on_fail` and `on_event` (each decision worth an event, event_log.hpp) run on the control
+  // thread.
+  void start(FailHandler on_fail, EventHandler on_event = {});
   void stop();
 
   void attach(std::uint32_t client_id, shm::Segment control, const shm::ControlLayout& layout, UniqueFd doorbell);
@@ -123,6 +141,10 @@ class DataPlane {
   // control thread.
   void detach(std::uint32_t client_id, std::function<void()> done);
   void snapshot(std::function<void(std::vector<ClientSnapshot>)> done);
+  // A page of one sequence's placement (ClientChannel::placement); kNotFound for a client the
+  // data plane does not know. `done` runs on the control thread.
+  void placement(std::uint32_t client_id, std::uint32_t sequence_id, std::uint32_t first_position,
+                 std::uint32_t max_runs, std::function<void(Result<PlacementPage>)> done);
 
   // Hand-off (handoff.hpp); `done` runs on the control thread. export_sequence freezes the
   // sequence for export (t0: ascending (position, cache slot) pairs).
@@ -142,6 +164,7 @@ class DataPlane {
   template <class Fn>
   void post(Fn&& fn);
   void report_failure(std::uint32_t client_id, const Error& error);
+  void report_event(Event event);
   // A channel resolved a hand-off it received: tell the exporter's channel and the control plane.
   void handoff_resolved(const HandoffOrigin& origin, std::optional<tier::SequenceTiers> returned);
   // One round of drain(): services every channel, then finishes or re-arms drain_timer_.
@@ -153,6 +176,7 @@ class DataPlane {
   asio::io_context io_;  // data-plane thread's context
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   FailHandler on_fail_;
+  EventHandler on_event_;
   std::function<void(const HandoffOrigin&, bool)> on_handoff_resolved_;
   NodeBudget budget_;  // node-wide DDR accounting; every channel is a member (so declared first)
   std::map<std::uint32_t, std::unique_ptr<ClientChannel>> channels_;

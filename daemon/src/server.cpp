@@ -376,6 +376,14 @@ void Server::reclaim(std::uint32_t client_id) {
     ++reclaims_;
     log_.info("event=client_reclaimed client_id={} pid={} pool_bytes={}", client_id, found->second.peer.pid,
               found->second.pool_bytes);
+    Event event;
+    event.unix_ms = unix_ms_now();
+    event.kind = EventKind::kReclaim;
+    event.client_id = client_id;
+    event.client_name = found->second.name;
+    event.detail = "pid " + std::to_string(found->second.peer.pid) + " exited; " +
+                   std::to_string(found->second.pool_bytes) + " pool bytes freed";
+    record_event(std::move(event));
     for (const std::string& name : found->second.pool_names) supervisor_.remove_fd(name.substr(1));
     clients_.erase(found);
     report_status();

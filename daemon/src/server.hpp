@@ -27,6 +27,7 @@
 #include <spdlog/logger.h>
 
 #include "data_plane.hpp"
+#include "event_log.hpp"
 #include "export_registry.hpp"
 #include "metrics.hpp"
 #include "kvtier/config/config.hpp"
@@ -44,6 +45,13 @@
 namespace kvtier::daemon {
 
 class Session;
+
+// The PlacementReply of `page` (server_admin.cpp).
+void fill_placement_reply(const PlacementPage& page, capnp::MallocMessageBuilder& message);
+
+// PlacementRequest.maxRuns at most: 65536 runs of 8 bytes each keep the reply within the 1 MiB
+// frame limit (protocol/PROTOCOL.md §2).
+inline constexpr std::uint32_t kMaxPlacementRuns = 65536;
 
 struct EngineAttachment {
   UniqueFd control_fd;   // for the client: its control segment
@@ -104,6 +112,17 @@ class Server {
   // Ends a session because its data-plane traffic was bad (posted by the data plane).
   void fail_client(std::uint32_t client_id, const Error& error);
 
+  // --- admin: events and placement (server_admin.cpp; PROTOCOL.md §4 "Events and placement") ---
+  // Records one event; an empty client name is filled in from the client's session or record.
+  void record_event(Event event);
+  const EventLog& events() const { return events_; }
+  // An EventsReply of the newest `limit` events, oldest first.
+  void build_events(std::uint32_t limit, capnp::MallocMessageBuilder& message) const;
+  // Asks the data plane for a page of a sequence's placement; `done` runs on the control thread.
+  // kNotFound (now, `done` never runs) for a client id that is no engine client.
+  Status placement(std::uint32_t client_id, std::uint32_t sequence_id, std::uint32_t first_position,
+                   std::uint32_t max_runs, std::function<void(Result<PlacementPage>)> done);
+
   std::size_t client_count() const { return clients_.size(); }
   ExportRegistry& exports() { return exports_; }
 
@@ -157,6 +176,7 @@ class Server {
   std::uint64_t pool_bytes_used_ = 0;  // segment bytes, DDR and int8
   std::uint64_t int8_bytes_used_ = 0;  // int8 segment bytes (pools.int8_bytes_total)
   ExportRegistry exports_;
+  EventLog events_;
   Predecessors predecessors_;
   asio::steady_timer sweep_timer_;
   std::string metrics_address_;

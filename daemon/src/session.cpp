@@ -87,6 +87,8 @@ Status Session::dispatch(wire::ClientMessage::Reader message) {
     case wire::ClientMessage::EXPORT_SEQUENCE: return on_export(message.getExportSequence());
     case wire::ClientMessage::ADOPT_SEQUENCE: return on_adopt(message.getAdoptSequence());
     case wire::ClientMessage::REATTACH: return on_reattach(message.getReattach());
+    case wire::ClientMessage::EVENTS_REQUEST: return on_events(message.getEventsRequest());
+    case wire::ClientMessage::PLACEMENT_REQUEST: return on_placement(message.getPlacementRequest());
   }
   return make_error(Errc::kInvalidArgument, "unknown request (message type " +
                                                 std::to_string(static_cast<int>(which)) + ")");
@@ -226,13 +228,20 @@ Status Session::close_sequence(std::uint32_t id) {
   return {};
 }
 
-Status Session::on_status() {
-  if (role_ != wire::SessionRole::ADMIN) return make_error(Errc::kPermissionDenied, "StatusRequest needs the admin role");
+Status Session::require_admin(const char* request) const {
+  if (role_ != wire::SessionRole::ADMIN) {
+    return make_error(Errc::kPermissionDenied, std::string(request) + " needs the admin role");
+  }
   // Anyone may say hello as an observer (kvtierctl version); status needs admin credentials.
   if (!peer_is_admin(peer_, server_.config().daemon.admin_group)) {
     return make_error(Errc::kPermissionDenied, "uid " + std::to_string(peer_.uid) + " is neither root nor in admin group '" +
                                                    server_.config().daemon.admin_group + "'");
   }
+  return {};
+}
+
+Status Session::on_status() {
+  if (auto ok = require_admin("StatusRequest"); !ok) return ok;
   server_.build_status([self = shared_from_this()](capnp::MallocMessageBuilder& reply) {
     if (self->state_ != State::kClosed) self->send(reply);
   });
@@ -244,6 +253,13 @@ void Session::fail(const Error& error) {
   server_.log().warn("event=session_error client_id={} pid={} code={} message=\"{}\"", client_id_, peer_.pid,
                      errc_name(error.code), error.message);
   server_.count_error(client_id_, error.code);
+  Event event;
+  event.unix_ms = unix_ms_now();
+  event.kind = EventKind::kSessionError;
+  event.client_id = client_id_;
+  event.client_name = name_;
+  event.detail = std::string(errc_name(error.code)) + ": " + error.message;
+  server_.record_event(std::move(event));
   send_error(error);
   shutdown_after_writes();
 }

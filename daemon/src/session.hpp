@@ -68,6 +68,12 @@ class Session : public std::enable_shared_from_this<Session> {
   // Cancels an export nobody adopts, then closes (CloseSequence's reply when it succeeds).
   Status close_sequence(std::uint32_t id);
   Status on_status();
+  // kPermissionDenied unless the session is an admin one from an admin peer (root, the daemon's
+  // uid or the admin group); `request` names what was refused.
+  Status require_admin(const char* request) const;
+  // Events and placement (session_admin.cpp; PROTOCOL.md §4 "Events and placement").
+  Status on_events(wire::EventsRequest::Reader request);
+  Status on_placement(wire::PlacementRequest::Reader request);
   // Reattach after a daemon restart (session_reattach.cpp; PROTOCOL.md §4 "Reattachment").
   Status on_reattach(wire::Reattach::Reader request);
   // Sequence hand-off (session_handoff.cpp).

@@ -45,6 +45,8 @@ struct ClientMessage {
     exportSequence @5 :ExportSequence;  # 1.2
     adoptSequence @6 :AdoptSequence;    # 1.2
     reattach @7 :Reattach;              # 1.4
+    eventsRequest @8 :EventsRequest;        # 1.5
+    placementRequest @9 :PlacementRequest;  # 1.5
   }
 }
 
@@ -60,6 +62,8 @@ struct DaemonMessage {
     sequenceExported @7 :SequenceExported;  # 1.2
     sequenceAdopted @8 :SequenceAdopted;    # 1.2
     reattached @9 :Reattached;              # 1.4
+    eventsReply @10 :EventsReply;           # 1.5
+    placementReply @11 :PlacementReply;     # 1.5
   }
 }
 
@@ -391,4 +395,69 @@ enum Handoff {
   adopting @2;    # the adopter's hand-off plan is in flight
   handedOff @3;   # adopted: the exporter's copy holds nothing, close it
   adopted @4;     # this client's copy came from another process
+}
+
+# ---------------------------------------------------------------------------------------------
+# Admin session: what the daemon decided and where a sequence's tokens are (1.5). Both need the
+# admin credentials StatusRequest needs (PROTOCOL.md §4 "Events and placement").
+
+struct EventsRequest {
+  limit @0 :UInt32;  # the newest `limit` events; 1..EventsReply.capacity (kvtierd keeps 1024)
+}
+
+# One decision kvtierd took about a client: one event per plan, relief, refusal, reclaim or
+# session error, never one per token (daemon/src/event_log.hpp).
+enum EventKind {
+  pressureDemotion @0;  # a relief plan quantized `tokens` T1 rows to T2 (acknowledged)
+  pressureEviction @1;  # a relief plan destroyed `tokens` T1 tokens (T3) (acknowledged)
+  backpressure @2;      # a plan kept `tokens` tokens where they were: detail names the reason
+                        # (node_budget, pool_full: kept in T0; int8_pool_full: kept in T1)
+  planFailed @3;        # the client reported the plan as not applied: rolled back
+  reclaim @4;           # the client's process exited and everything it held was freed
+  sessionError @5;      # kvtierd ended the client's session; detail: the error
+}
+
+struct Event {
+  sequence @0 :UInt64;  # 1, 2, ...: the order kvtierd recorded events in, never reused
+  unixMs @1 :UInt64;    # wall-clock time of the decision (ms since 1970)
+  kind @2 :EventKind;
+  clientId @3 :UInt32;
+  clientName @4 :Text;  # as the client named itself (may be empty for a session without Hello)
+  sequenceId @5 :UInt32;  # 0: not about one sequence
+  tokens @6 :UInt64;      # 0: not about tokens
+  detail @7 :Text;        # at most 120 bytes of UTF-8
+}
+
+struct EventsReply {
+  events @0 :List(Event);  # oldest first; at most the request's limit
+  capacity @1 :UInt32;     # events kvtierd keeps (older ones are dropped)
+  recorded @2 :UInt64;     # events recorded since kvtierd started (the newest one's sequence)
+}
+
+# A page of one sequence's placement as runs of consecutive positions in one tier. kvtierctl
+# sends firstPosition = 0, then each reply's nextPosition, until nextPosition == length.
+struct PlacementRequest {
+  clientId @0 :UInt32;
+  sequenceId @1 :UInt32;
+  firstPosition @2 :UInt32;  # at most the sequence's length
+  maxRuns @3 :UInt32;        # 1..65536 (65536 runs of 8 bytes fit the 1 MiB frame limit)
+}
+
+enum Tier {
+  t0 @0;
+  t1 @1;
+  t2 @2;
+  t3 @3;  # evicted
+}
+
+struct TierRun {
+  tier @0 :Tier;
+  count @1 :UInt32;  # consecutive positions, >= 1
+}
+
+struct PlacementReply {
+  length @0 :UInt32;         # positions the sequence has (T3 included)
+  firstPosition @1 :UInt32;  # the request's
+  runs @2 :List(TierRun);    # from firstPosition on; a run never continues into the next page
+  nextPosition @3 :UInt32;   # firstPosition + the runs' counts; == length when done
 }

@@ -116,6 +116,44 @@ static int offline(void) {
   return 0;
 }
 
+/* Events and placement (protocol 1.5) through an admin handle: a refused request leaves the
+ * handle usable, each result is freed by its own _free. `engine` pushed 100 scores for `sequence`. */
+static int admin_online(const char* socket_path, kvtier_client* engine, uint32_t sequence) {
+  kvtier_connect_options options;
+  kvtier_versions versions;
+  uint32_t engine_id;
+  kvtier_client* admin = NULL;
+  kvtier_daemon_events* events = NULL;
+  kvtier_sequence_placement* page = NULL;
+  CHECK(kvtier_client_versions(engine, &versions) == KVTIER_OK);
+  engine_id = versions.client_id;
+  kvtier_connect_options_init(&options);
+  options.socket_path = socket_path;
+  options.client_name = "c-abi-admin";
+  options.role = KVTIER_ROLE_ADMIN;
+  CHECK(kvtier_client_connect(&options, &admin) == KVTIER_OK);
+  CHECK(kvtier_daemon_events_get(admin, 0, &events) == KVTIER_E_INVALID_ARGUMENT);
+  CHECK(events == NULL);
+  CHECK(kvtier_daemon_events_get(admin, 16, &events) == KVTIER_OK);
+  CHECK(events->capacity == 1024);
+  CHECK(events->event_count <= 16);
+  kvtier_daemon_events_free(events);
+  kvtier_daemon_events_free(NULL);
+  /* Once kvtierd consumed the scores, the sequence is 100 positions, all in T0: one run. */
+  CHECK(kvtier_client_sync(engine, 10000) == KVTIER_OK);
+  CHECK(kvtier_sequence_placement_get(admin, engine_id, sequence, 0, 0, &page) == KVTIER_E_INVALID_ARGUMENT);
+  CHECK(kvtier_sequence_placement_get(admin, engine_id, sequence + 1000, 0, 1, &page) == KVTIER_E_NOT_FOUND);
+  CHECK(kvtier_sequence_placement_get(admin, engine_id, sequence, 0, 1, &page) == KVTIER_OK);
+  CHECK(page->length == 100);
+  CHECK(page->run_count == 1);
+  CHECK(page->runs[0].tier == KVTIER_T0 && page->runs[0].count == 100);
+  CHECK(page->next_position == page->length);
+  kvtier_sequence_placement_free(page);
+  kvtier_sequence_placement_free(NULL);
+  kvtier_client_free(admin);
+  return 0;
+}
+
 static int online(const char* socket_path) {
   kvtier_connect_options options;
   kvtier_model_geometry geometry;
@@ -165,6 +203,7 @@ static int online(const char* socket_path) {
     CHECK(old_counters.score_records_pushed == 2);
     CHECK(old_counters.backpressure_tokens == 0xABABABABABABABABull); /* nothing written past it */
   }
+  if (admin_online(socket_path, client, sequence) != 0) return 1;
   if (handoff_online(client, sequence) != 0) return 1;
   CHECK(kvtier_sequence_close(client, sequence) == KVTIER_OK);
   CHECK(kvtier_sequence_close(client, sequence) == KVTIER_E_NOT_FOUND);

@@ -79,6 +79,20 @@ class FuzzSession {
       case wire::ClientMessage::EXPORT_SEQUENCE: return on_export(message.getExportSequence());
       case wire::ClientMessage::ADOPT_SEQUENCE: return on_adopt(message.getAdoptSequence());
       case wire::ClientMessage::REATTACH: return on_reattach(message.getReattach());
+      case wire::ClientMessage::EVENTS_REQUEST: {
+        if (engine_) return kvtier::make_error(Errc::kPermissionDenied, "EventsRequest needs the admin role");
+        const std::uint32_t limit = message.getEventsRequest().getLimit();
+        if (limit == 0 || limit > 1024) return kvtier::make_error(Errc::kInvalidArgument, "limit out of range");
+        return {};
+      }
+      case wire::ClientMessage::PLACEMENT_REQUEST: {
+        if (engine_) return kvtier::make_error(Errc::kPermissionDenied, "PlacementRequest needs the admin role");
+        const auto request = message.getPlacementRequest();
+        if (request.getMaxRuns() == 0 || request.getMaxRuns() > 65536) {
+          return kvtier::make_error(Errc::kInvalidArgument, "maxRuns out of range");
+        }
+        return kvtier::make_error(Errc::kNotFound, "no engine client");  // none in the fuzz session
+      }
     }
     return kvtier::make_error(Errc::kInvalidArgument, "unknown request");
   }

@@ -230,25 +230,51 @@ TEST(SessionIsolation, DisconnectedClientsWhoseProcessLivesCountAgainstMaxClient
   EXPECT_THAT(daemon.ctl({"status"}).out, HasSubstr("closing: disconnected, pools held until the process exits"));
 }
 
-TEST(SessionIsolation, AdminStatusIsRefusedForANonAdminPeer) {
+TEST(SessionIsolation, AdminRequestsAreRefusedForANonAdminPeer) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a peer under another uid";
   DaemonUnderTest daemon(test_name(), {"--set", "daemon.admin_group=kvtier-no-such-group"});
   ::chmod(daemon.socket().c_str(), 0666);  // let uid 65534 reach the socket; credentials decide
-  const CommandResult result = [&] {
+  const auto as_nobody = [&](std::vector<std::string> args) {
     char path[] = "/tmp/kvtier-ctl-XXXXXX";
     ::close(::mkstemp(path));
     ::chmod(path, 0666);
-    ChildProcess child = ChildProcess::spawn({KVTIER_TEST_KVTIERCTL, "--socket", daemon.socket().string(), "status"},
-                                             path, 65534);
+    std::vector<std::string> argv = {KVTIER_TEST_KVTIERCTL, "--socket", daemon.socket().string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ChildProcess child = ChildProcess::spawn(argv, path, 65534);
     CommandResult r{child.wait(std::chrono::seconds(10)).value_or(-1), {}};
     r.out = run_command({"/bin/cat", path}).out;
     ::unlink(path);
     return r;
-  }();
-  EXPECT_EQ(result.exit_code, 1) << result.out;
-  EXPECT_THAT(result.out, HasSubstr("permission_denied"));
-  EXPECT_THAT(result.out, HasSubstr("uid 65534 is neither root nor in admin group"));
+  };
+  // Status, events (1.5) and placement (1.5) all need what status needs.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"status"}, std::vector<std::string>{"events"}, std::vector<std::string>{"sequence", "1", "1"}}) {
+    const CommandResult result = as_nobody(args);
+    EXPECT_EQ(result.exit_code, 1) << args[0] << ": " << result.out;
+    EXPECT_THAT(result.out, HasSubstr("permission_denied")) << args[0];
+    EXPECT_THAT(result.out, HasSubstr("uid 65534 is neither root nor in admin group")) << args[0];
+  }
   EXPECT_EQ(daemon.ctl({"status"}).exit_code, 0);  // root still is admin
+  EXPECT_EQ(daemon.ctl({"events"}).exit_code, 0);
+}
+
+TEST(SessionIsolation, AnEngineSessionAskingForEventsIsRefusedAndTheRefusalIsAnEvent) {
+  DaemonUnderTest daemon(test_name());
+  RawPeer engine(daemon.socket());
+  hello_ok(engine, wire::SessionRole::ENGINE);
+  capnp::MallocMessageBuilder events;
+  events.initRoot<wire::ClientMessage>().initEventsRequest().setLimit(10);
+  engine.send(events);
+  auto reply = engine.receive();
+  ASSERT_TRUE(reply);
+  const Error error = error_of(*reply);
+  EXPECT_EQ(error.code, Errc::kPermissionDenied);
+  EXPECT_THAT(error.message, HasSubstr("EventsRequest needs the admin role"));
+  EXPECT_TRUE(engine.closed_by_daemon());
+  const std::string listed = daemon.ctl({"events", "--json"}).out;
+  EXPECT_THAT(listed, HasSubstr("\"kind\":\"session_error\""));
+  EXPECT_THAT(listed, HasSubstr("permission_denied: EventsRequest needs the admin role"));
+  expect_daemon_healthy(daemon);
 }
 
 }  // namespace

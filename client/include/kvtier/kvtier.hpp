@@ -18,6 +18,16 @@ struct DaemonStatusDeleter {
 };
 using DaemonStatusPtr = std::unique_ptr<kvtier_daemon_status, DaemonStatusDeleter>;
 
+struct DaemonEventsDeleter {
+  void operator()(kvtier_daemon_events* events) const noexcept { kvtier_daemon_events_free(events); }
+};
+using DaemonEventsPtr = std::unique_ptr<kvtier_daemon_events, DaemonEventsDeleter>;
+
+struct PlacementDeleter {
+  void operator()(kvtier_sequence_placement* placement) const noexcept { kvtier_sequence_placement_free(placement); }
+};
+using PlacementPtr = std::unique_ptr<kvtier_sequence_placement, PlacementDeleter>;
+
 class Client {
  public:
   Client() = default;
@@ -117,6 +127,25 @@ class Client {
   kvtier_status daemon_status(DaemonStatusPtr& out) {
     kvtier_daemon_status* raw = nullptr;
     const kvtier_status status = kvtier_daemon_status_get(handle_.get(), &raw);
+    out.reset(raw);
+    return status;
+  }
+
+  // The newest `limit` events, oldest first (admin; kvtier.h).
+  kvtier_status daemon_events(std::uint32_t limit, DaemonEventsPtr& out) {
+    kvtier_daemon_events* raw = nullptr;
+    const kvtier_status status = kvtier_daemon_events_get(handle_.get(), limit, &raw);
+    out.reset(raw);
+    return status;
+  }
+
+  // One page of another client's sequence placement (admin; kvtier.h): page from
+  // out->next_position until it equals out->length.
+  kvtier_status sequence_placement(std::uint32_t client_id, std::uint32_t sequence_id, std::uint32_t first_position,
+                                   std::uint32_t max_runs, PlacementPtr& out) {
+    kvtier_sequence_placement* raw = nullptr;
+    const kvtier_status status =
+        kvtier_sequence_placement_get(handle_.get(), client_id, sequence_id, first_position, max_runs, &raw);
     out.reset(raw);
     return status;
   }

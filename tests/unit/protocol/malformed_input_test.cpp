@@ -50,6 +50,12 @@ std::uint64_t visit(wire::ClientMessage::Reader m) {
       for (auto s : r.getSequences()) sum += s.getLength() + s.getT1Slots().size() + s.getT3Positions().size();
       break;
     }
+    case wire::ClientMessage::EVENTS_REQUEST: sum += m.getEventsRequest().getLimit(); break;
+    case wire::ClientMessage::PLACEMENT_REQUEST: {
+      auto p = m.getPlacementRequest();
+      sum += p.getClientId() + p.getSequenceId() + p.getFirstPosition() + p.getMaxRuns();
+      break;
+    }
   }
   return sum;
 }
@@ -81,6 +87,18 @@ std::uint64_t visit(wire::DaemonMessage::Reader m) {
     case wire::DaemonMessage::SEQUENCE_ADOPTED: {
       auto a = m.getSequenceAdopted();
       sum += a.getPositions() + a.getCache().getKOffsets().size() + a.getCache().getIpcHandle().size();
+      break;
+    }
+    case wire::DaemonMessage::EVENTS_REPLY: {
+      auto e = m.getEventsReply();
+      sum += e.getCapacity() + e.getRecorded();
+      for (auto v : e.getEvents()) sum += v.getSequence() + v.getClientName().size() + v.getDetail().size();
+      break;
+    }
+    case wire::DaemonMessage::PLACEMENT_REPLY: {
+      auto p = m.getPlacementReply();
+      sum += p.getLength() + p.getNextPosition();
+      for (auto run : p.getRuns()) sum += run.getCount() + static_cast<std::uint64_t>(run.getTier());
       break;
     }
   }
