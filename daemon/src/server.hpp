@@ -49,10 +49,6 @@ class Session;
 // The PlacementReply of `page` (server_admin.cpp).
 void fill_placement_reply(const PlacementPage& page, capnp::MallocMessageBuilder& message);
 
-// PlacementRequest.maxRuns at most: 65536 runs of 8 bytes each keep the reply within the 1 MiB
-// frame limit (protocol/PROTOCOL.md §2).
-inline constexpr std::uint32_t kMaxPlacementRuns = 65536;
-
 struct EngineAttachment {
   UniqueFd control_fd;   // for the client: its control segment
   UniqueFd doorbell_fd;  // for the client: eventfd it writes when the daemon sleeps

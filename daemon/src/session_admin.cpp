@@ -1,5 +1,6 @@
 // Session, the admin requests beyond status: the event log and a sequence's placement
 // (PROTOCOL.md §4 "Events and placement"). Bad input gets an ErrorReply and the session stays.
+#include "kvtier/protocol/defaults.hpp"
 #include "server.hpp"
 #include "session.hpp"
 
@@ -22,9 +23,9 @@ Status Session::on_events(wire::EventsRequest::Reader request) {
 Status Session::on_placement(wire::PlacementRequest::Reader request) {
   if (auto ok = require_admin("PlacementRequest"); !ok) return ok;
   const std::uint32_t max_runs = request.getMaxRuns();
-  if (max_runs == 0 || max_runs > kMaxPlacementRuns) {
+  if (max_runs == 0 || max_runs > protocol::kMaxPlacementRuns) {
     return make_error(Errc::kInvalidArgument, "PlacementRequest.maxRuns=" + std::to_string(max_runs) + " outside 1.." +
-                                                  std::to_string(kMaxPlacementRuns));
+                                                  std::to_string(protocol::kMaxPlacementRuns));
   }
   return server_.placement(request.getClientId(), request.getSequenceId(), request.getFirstPosition(), max_runs,
                            [self = shared_from_this()](Result<PlacementPage> page) {

@@ -82,13 +82,13 @@ class FuzzSession {
       case wire::ClientMessage::EVENTS_REQUEST: {
         if (engine_) return kvtier::make_error(Errc::kPermissionDenied, "EventsRequest needs the admin role");
         const std::uint32_t limit = message.getEventsRequest().getLimit();
-        if (limit == 0 || limit > 1024) return kvtier::make_error(Errc::kInvalidArgument, "limit out of range");
+        if (limit == 0 || limit > kvtier::daemon::EventLog::kDefaultCapacity) return kvtier::make_error(Errc::kInvalidArgument, "limit out of range");
         return {};
       }
       case wire::ClientMessage::PLACEMENT_REQUEST: {
         if (engine_) return kvtier::make_error(Errc::kPermissionDenied, "PlacementRequest needs the admin role");
         const auto request = message.getPlacementRequest();
-        if (request.getMaxRuns() == 0 || request.getMaxRuns() > 65536) {
+        if (request.getMaxRuns() == 0 || request.getMaxRuns() > kvtier::protocol::kMaxPlacementRuns) {
           return kvtier::make_error(Errc::kInvalidArgument, "maxRuns out of range");
         }
         return kvtier::make_error(Errc::kNotFound, "no engine client");  // none in the fuzz session

@@ -208,6 +208,16 @@ void frame_seeds(const fs::path& root) {
                                    .add([](auto m) { m.initStatusRequest(); })
                                    .add(register_model(0))
                                    .bytes());
+  corpus.write("admin-events-placement", Stream(30)
+                                             .add(hello(wire::SessionRole::ADMIN))
+                                             .add([](auto m) { m.initEventsRequest().setLimit(20); })
+                                             .add([](auto m) {
+                                               auto p = m.initPlacementRequest();
+                                               p.setClientId(1);
+                                               p.setSequenceId(1);
+                                               p.setMaxRuns(4);
+                                             })
+                                             .bytes());
   corpus.write("version-mismatch", Stream(0).add(hello(wire::SessionRole::ENGINE, 99)).bytes());
   corpus.write("request-before-hello", Stream(0).add(register_model(0)).bytes());
   corpus.write("bad-length", Stream(0).add(engine).raw({5, 0, 0, 0, 1, 2, 3, 4, 5}).bytes());
@@ -346,6 +356,7 @@ void config_seeds(const fs::path& root, const fs::path& source_dir) {
                               "[limits]\nscore_ring_records = 1024\nplan_ring_records = 256\n"
                               "[tiering]\neviction_mode = \"paper-prototype\"\nint8_ratio = 0.0\n"
                               "[pools]\nddr_bytes_total = 1073741824\nint8_group_tokens = 16\n"));
+  corpus.write("metrics", text("[metrics]\nlisten = \"[::1]:9464\"\n"));
   corpus.write("errors", text("[limits]\nmax_clinets = 3\n[tiering]\nhbm_ratio = 1.5\n"));
   std::printf("config: %d seeds\n", corpus.count());
 }

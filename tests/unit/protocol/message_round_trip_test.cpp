@@ -6,6 +6,8 @@
 
 #include "frame_helpers.hpp"
 #include "kvtier/protocol/control.capnp.h"
+#include "kvtier/protocol/defaults.hpp"
+#include "kvtier/protocol/framing.hpp"
 #include "kvtier/protocol/error.hpp"
 #include "kvtier/protocol/version.hpp"
 
@@ -270,6 +272,20 @@ TEST(MessageRoundTrip, LargeStatusReplyNearTheFrameLimitReadsFully) {
     }
   });
   EXPECT_TRUE(status) << to_string(status.error());
+}
+
+TEST(MessageRoundTrip, AFullPlacementPageFitsTheDefaultFrameLimit) {
+  capnp::MallocMessageBuilder message;
+  auto reply = message.initRoot<wire::DaemonMessage>().initPlacementReply();
+  reply.setLength(~std::uint32_t{0});
+  reply.setFirstPosition(~std::uint32_t{0});
+  reply.setNextPosition(~std::uint32_t{0});
+  auto runs = reply.initRuns(kMaxPlacementRuns);
+  for (auto run : runs) {
+    run.setTier(wire::Tier::T3);
+    run.setCount(~std::uint32_t{0});
+  }
+  EXPECT_LE(kFrameHeaderBytes + capnp::computeSerializedSizeInWords(message) * sizeof(capnp::word), kDefaultMaxFrameBytes);
 }
 
 }  // namespace
