@@ -23,9 +23,11 @@
 
 #include <capnp/message.h>
 
+#include "event_log.hpp"
 #include "handoff_checks.hpp"
 #include "kvtier/config/config.hpp"
 #include "kvtier/protocol/control.capnp.h"
+#include "kvtier/protocol/defaults.hpp"
 #include "kvtier/protocol/framing.hpp"
 #include "kvtier/protocol/version.hpp"
 #include "kvtier/shm/layout.hpp"
@@ -82,7 +84,9 @@ class FuzzSession {
       case wire::ClientMessage::EVENTS_REQUEST: {
         if (engine_) return kvtier::make_error(Errc::kPermissionDenied, "EventsRequest needs the admin role");
         const std::uint32_t limit = message.getEventsRequest().getLimit();
-        if (limit == 0 || limit > kvtier::daemon::EventLog::kDefaultCapacity) return kvtier::make_error(Errc::kInvalidArgument, "limit out of range");
+        if (limit == 0 || limit > kvtier::daemon::EventLog::kDefaultCapacity) {
+          return kvtier::make_error(Errc::kInvalidArgument, "limit out of range");
+        }
         return {};
       }
       case wire::ClientMessage::PLACEMENT_REQUEST: {
