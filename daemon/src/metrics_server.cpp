@@ -52,7 +52,11 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const config::Listen
   server->address_ = host + ":" + std::to_string(port);
   server->thread_ = std::jthread([raw = server.get(), &log] {
     if (!raw->http_->listen_after_bind()) log.warn("event=metrics_stopped address={}", raw->address_);
+    raw->listen_returned_ = true;
   });
+  // cpp-httplib's stop() does nothing until the serving loop has begun, so a daemon stopped right
+  // after starting would wait forever in the destructor's join: return only once it runs.
+  while (!http.is_running() && !server->listen_returned_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   log.info("event=metrics_listening address={} path=/metrics", server->address_);
   return server;
 }

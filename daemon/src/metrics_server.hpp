@@ -8,6 +8,7 @@
 // and joins its thread, so it must run before the io_context and the Server go away.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -53,6 +54,7 @@ class MetricsServer {
   Collect collect_;
   std::unique_ptr<httplib::Server> http_;
   std::string address_;
+  std::atomic<bool> listen_returned_ = false;
   std::jthread thread_;
 };
 
