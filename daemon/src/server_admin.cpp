@@ -19,6 +19,14 @@ wire::Tier to_wire(tier::Tier tier) {
   return wire::Tier::T3;
 }
 
+// EventKind crosses as its number (event_log.hpp mirrors the wire's enum).
+static_assert(static_cast<int>(EventKind::kPressureDemotion) == static_cast<int>(wire::EventKind::PRESSURE_DEMOTION));
+static_assert(static_cast<int>(EventKind::kPressureEviction) == static_cast<int>(wire::EventKind::PRESSURE_EVICTION));
+static_assert(static_cast<int>(EventKind::kBackpressure) == static_cast<int>(wire::EventKind::BACKPRESSURE));
+static_assert(static_cast<int>(EventKind::kPlanFailed) == static_cast<int>(wire::EventKind::PLAN_FAILED));
+static_assert(static_cast<int>(EventKind::kReclaim) == static_cast<int>(wire::EventKind::RECLAIM));
+static_assert(static_cast<int>(EventKind::kSessionError) == static_cast<int>(wire::EventKind::SESSION_ERROR));
+
 }  // namespace
 
 void Server::record_event(Event event) {
