@@ -11,7 +11,6 @@
 #include <asio/post.hpp>
 
 #include "kvtier/protocol/control.capnp.h"
-#include "kvtier/protocol/version.hpp"
 #include "kvtier/shm/control_layout.hpp"
 #include "kvtier/shm/control_segment.hpp"
 #include "kvtier/shm/int8_pool_segment.hpp"
@@ -19,22 +18,9 @@
 #include "kvtier/shm/pool_segment.hpp"
 #include "kvtier/shm/segment.hpp"
 #include "session.hpp"
-#include "tier_params.hpp"
 
 namespace kvtier::daemon {
 namespace {
-
-wire::Handoff to_wire(HandoffState state) {
-  switch (state) {
-    case HandoffState::kNone: return wire::Handoff::NONE;
-    case HandoffState::kExported: return wire::Handoff::EXPORTED;
-    case HandoffState::kLent:
-    case HandoffState::kReceiving: return wire::Handoff::ADOPTING;
-    case HandoffState::kHandedOff: return wire::Handoff::HANDED_OFF;
-    case HandoffState::kAdopted: return wire::Handoff::ADOPTED;
-  }
-  return wire::Handoff::NONE;
-}
 
 UniqueFd pidfd_open(pid_t pid) {
   return UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
@@ -237,91 +223,6 @@ Result<std::string> Server::segment_name(std::uint32_t client_id, shm::SegmentKi
   return Predecessors::name_of(config_.daemon.shm_prefix, epoch_, client_id, kind);
 }
 
-Result<std::string> Server::check_claim(std::uint64_t previous_epoch, std::uint32_t previous_client,
-                                        shm::SegmentKind kind, int fd, std::uint32_t uid) const {
-  auto name = Predecessors::name_of(config_.daemon.shm_prefix, previous_epoch, previous_client, kind);
-  if (!name) return tl::unexpected(name.error());
-  const shm::Segment* orphan = predecessors_.find(*name);
-  if (orphan == nullptr) {
-    return make_error(Errc::kNotFound, "no segment " + *name +
-                                           " waits for its client (never created, reattached already, or removed "
-                                           "after its process exited)");
-  }
-  struct stat sent{}, held{};
-  if (fd < 0 || ::fstat(fd, &sent) != 0 || ::fstat(orphan->fd(), &held) != 0 || sent.st_dev != held.st_dev ||
-      sent.st_ino != held.st_ino) {
-    return make_error(Errc::kPermissionDenied, "the fd sent for " + *name + " is not that segment");
-  }
-  if (orphan->owner().uid != uid) {
-    return make_error(Errc::kPermissionDenied, *name + " belongs to uid " + std::to_string(orphan->owner().uid) +
-                                                   ", not " + std::to_string(uid));
-  }
-  return name;
-}
-
-Status Server::reattach(Session& session, const PoolRequest& request, std::uint64_t previous_epoch,
-                        std::uint32_t previous_client, std::span<const UniqueFd> fds,
-                        std::vector<RestoredSequence> sequences, std::function<void(Status)> done) {
-  if (previous_epoch == epoch_) {
-    return make_error(Errc::kBadState, "epoch " + std::to_string(previous_epoch) +
-                                           " is this daemon's own: a client reattaches only to a successor of "
-                                           "the daemon that created its pools");
-  }
-  const std::size_t expected = request.int8 ? 2 : 1;
-  if (fds.size() != expected) {
-    return make_error(Errc::kInvalidArgument, "Reattach carries " + std::to_string(fds.size()) + " fds, needs " +
-                                                  std::to_string(expected) + " (the pool's, then the int8 pool's)");
-  }
-  const std::uint32_t id = session.client_id();
-  ClientRecord& record = clients_.at(id);
-  const auto uid = static_cast<std::uint32_t>(record.peer.uid);
-  auto ddr_name = check_claim(previous_epoch, previous_client, shm::SegmentKind::kPool, fds[0].get(), uid);
-  if (!ddr_name) return tl::unexpected(ddr_name.error());
-  std::optional<std::string> int8_name;
-  if (request.int8) {
-    auto claimed = check_claim(previous_epoch, previous_client, shm::SegmentKind::kInt8Pool, fds[1].get(), uid);
-    if (!claimed) return tl::unexpected(claimed.error());
-    int8_name = *claimed;
-  }
-  // The segments' own blocks must be what the client registers now.
-  auto view = shm::PoolView::validate(predecessors_.find(*ddr_name)->bytes());
-  if (!view) return tl::unexpected(view.error());
-  if (!(view->geometry() == request.ddr)) {
-    return make_error(Errc::kInvalidArgument, *ddr_name + " holds " + std::to_string(view->geometry().slots) +
-                                                  " slots of another geometry than the Reattach registers");
-  }
-  if (int8_name) {
-    auto int8_view = shm::Int8PoolView::validate(predecessors_.find(*int8_name)->bytes());
-    if (!int8_view) return tl::unexpected(int8_view.error());
-    if (!(int8_view->geometry() == *request.int8)) {
-      return make_error(Errc::kInvalidArgument, *int8_name + " holds another int8 geometry than the Reattach "
-                                                             "registers (pools.int8_group_tokens changed?)");
-    }
-  }
-  if (auto ok = check_pool_limits(request); !ok) return ok;
-
-  record.pool_names.push_back(*ddr_name);
-  if (int8_name) record.pool_names.push_back(*int8_name);
-  shm::Segment ddr = predecessors_.adopt(*ddr_name);
-  std::optional<Int8Pool> int8;
-  if (int8_name) int8.emplace(Int8Pool{predecessors_.adopt(*int8_name), *request.int8});
-  record.pool_bytes = ddr.size() + (int8 ? int8->segment.size() : 0);
-  record.int8_bytes = int8 ? int8->segment.size() : 0;
-  record.weight = request.weight;
-  pool_bytes_used_ += record.pool_bytes;
-  int8_bytes_used_ += record.int8_bytes;
-  ++reattachments_;
-  std::uint64_t rows = 0;
-  for (const RestoredSequence& sequence : sequences) rows += sequence.rows();
-  log_.info("event=client_reattached client_id={} pid={} previous_epoch={:016x} previous_client_id={} sequences={} "
-            "rows={} pool_bytes={}",
-            id, record.peer.pid, previous_epoch, previous_client, sequences.size(), rows, record.pool_bytes);
-  data_plane_.restore(id, PoolSetup{std::move(ddr), request.ddr, std::move(int8), request.dtype, request.weight},
-                      std::move(sequences), std::move(done));
-  report_status();
-  return {};
-}
-
 void Server::count_error(std::uint32_t client_id, Errc code) {
   auto it = clients_.find(client_id);
   if (it == clients_.end()) return;
@@ -437,94 +338,6 @@ void Server::stop() {
     if (record.session) sessions.push_back(record.session);
   }
   for (auto& session : sessions) session->close();
-}
-
-void Server::build_status(std::function<void(capnp::MallocMessageBuilder&)> reply) {
-  data_plane_.snapshot([this, reply = std::move(reply)](std::vector<ClientSnapshot> dynamic) {
-    capnp::MallocMessageBuilder message;
-    auto status = message.initRoot<wire::DaemonMessage>().initStatusReply();
-    status.setDaemonVersion(version());
-    status.setDaemonEpoch(epoch_);
-    status.setProtocolMajor(protocol::kProtocolMajor);
-    status.setProtocolMinor(protocol::kProtocolMinor);
-    status.setLayoutVersion(shm::kLayoutVersion);
-    status.setLayoutFingerprint(shm::kLayoutFingerprint);
-    status.setUptimeSeconds(static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count()));
-    status.setDdrBytesTotal(config_.pools.ddr_bytes_total);
-    std::uint64_t ddr_used = 0, int8_used = 0;
-    for (const auto& snapshot : dynamic) {
-      ddr_used += snapshot.ddr_bytes_used;
-      int8_used += snapshot.int8_bytes_used;
-    }
-    status.setDdrBytesUsed(ddr_used);
-    status.setInt8BytesTotal(config_.pools.int8_bytes_total);
-    status.setInt8BytesUsed(int8_used);
-    status.setMetricsAddress(metrics_address_);
-    std::vector<std::pair<const ClientRecord*, const ClientSnapshot*>> engines;
-    for (const auto& snapshot : dynamic) {
-      auto it = clients_.find(snapshot.client_id);
-      if (it != clients_.end() && it->second.engine) engines.emplace_back(&it->second, &snapshot);
-    }
-    auto list = status.initClients(static_cast<unsigned>(engines.size()));
-    for (unsigned i = 0; i < engines.size(); ++i) {
-      const auto& [record, snap] = engines[i];
-      const Session* session = record->closed ? nullptr : record->session.get();
-      auto out = list[i];
-      out.setClientId(snap->client_id);
-      out.setPid(static_cast<std::uint32_t>(record->peer.pid));
-      out.setUid(record->peer.uid);
-      out.setName(session ? session->name() : record->name);
-      out.setClosing(record->closed);
-      if (const auto& geometry = session ? session->geometry() : record->geometry) {
-        out.setNumLayers(geometry->num_layers);
-        out.setNumKvHeads(geometry->num_kv_heads);
-        out.setHeadDim(geometry->head_dim);
-        out.setPoolSlots(geometry->slots);
-      }
-      out.setDtype(session ? session->dtype() : record->dtype);
-      out.setModelName(session ? session->model_name() : record->model_name);
-      out.setPoolSlotsUsed(snap->pool_slots_used);
-      out.setScoreRecords(snap->score_records);
-      out.setScoresDropped(snap->scores_dropped);
-      out.setPlansSent(snap->plans_sent);
-      out.setPlansAcked(snap->plans_acked);
-      out.setErrors(record->errors + snap->errors);
-      out.setPlansFailed(snap->plans_failed);
-      out.setMovesSent(snap->moves_sent);
-      out.setBackpressureTokens(snap->backpressure_tokens);
-      out.setWeight(record->weight);
-      out.setDdrBytesUsed(snap->ddr_bytes_used);
-      out.setDdrShareBytes(snap->ddr_share_bytes);
-      out.setInt8Slots(snap->int8_slots);
-      out.setInt8SlotsUsed(snap->int8_slots_used);
-      out.setT2Demotions(snap->t2_demotions);
-      out.setPressureDemotions(snap->pressure_demotions);
-      out.setPressureEvictions(snap->pressure_evictions);
-      out.setInt8Trimmed(snap->int8_trimmed);
-      out.setLastBackpressure(static_cast<wire::Backpressure>(snap->last_backpressure));
-      auto sequences = out.initSequences(static_cast<unsigned>(snap->sequences.size()));
-      for (unsigned s = 0; s < snap->sequences.size(); ++s) {
-        const SequenceSnapshot& seq = snap->sequences[s];
-        auto o = sequences[s];
-        o.setSequenceId(seq.sequence_id);
-        o.setPromptLength(seq.prompt_length);
-        o.setTokens(seq.tokens);
-        o.setTokensT0(seq.tokens_t0);
-        o.setTokensT1(seq.tokens_t1);
-        o.setTokensT2(seq.tokens_t2);
-        o.setTokensT3(seq.tokens_t3);
-        o.setDestroyedFraction(seq.destroyed_fraction);
-        o.setHbmRatio(seq.params.hbm_ratio);
-        o.setEvictRatio(seq.params.evict_ratio);
-        o.setMode(to_wire(seq.params.mode));
-        o.setPolicy(to_wire(seq.params.policy));
-        o.setInt8Ratio(seq.params.int8_ratio);
-        o.setHandoff(to_wire(seq.handoff));
-      }
-    }
-    reply(message);
-  });
 }
 
 }  // namespace kvtier::daemon
