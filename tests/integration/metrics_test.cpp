@@ -235,8 +235,10 @@ TEST(Metrics, ARealPrometheusScrapesTheDaemon) {
       std::chrono::seconds(90), std::chrono::milliseconds(200));
   EXPECT_TRUE(scraped) << read_log(daemon.dir() / "prometheus.log");
   EXPECT_EQ(seen, acked);
+  // Prometheus is not what this test checks: it is asked to stop, and killed by ChildProcess's
+  // destructor should it still run; nothing is asserted of how it exits.
   prometheus.signal(SIGTERM);
-  EXPECT_TRUE(prometheus.wait(std::chrono::seconds(30)).has_value());
+  (void)prometheus.wait(std::chrono::seconds(30));
 }
 
 }  // namespace
