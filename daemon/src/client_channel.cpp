@@ -140,7 +140,7 @@ ClientSnapshot ClientChannel::snapshot() const {
   out.errors = errors_;
   out.plans_failed = outbox_.plans_failed();
   out.moves_sent = outbox_.moves_sent();
-  out.backpressure_tokens = trimmed_;
+  for (std::uint64_t tokens : traffic_.backpressure_tokens) out.backpressure_tokens += tokens;
   out.ddr_bytes_used = ddr_bytes_used();
   if (int8_allocator_) {
     const std::uint32_t group = int8_allocator_->group();
@@ -254,7 +254,6 @@ Result<bool> ClientChannel::send_pending(std::uint32_t sequence_id, Sequence& se
   if (const std::uint32_t kept = transaction->trimmed(); kept != 0) {
     const shm::BackpressureReason reason =
         admission.rows < into_t1 ? admission.limited_by : shm::BackpressureReason::kPoolFull;
-    trimmed_ += kept;
     traffic_.backpressure_tokens.at(static_cast<std::size_t>(reason)) += kept;
     last_backpressure_ = reason;
     outbox_.note_backpressure(kept, reason);
@@ -327,7 +326,7 @@ void ClientChannel::count_committed(std::uint32_t sequence_id, std::uint64_t epo
                                     const tier::PlanTransaction& transaction, bool relief) {
   std::uint64_t demoted = 0, evicted = 0;
   for (const tier::PlannedMove& move : transaction.planned()) {
-    const auto direction = static_cast<std::size_t>(move.from) * tier::kTierCount + static_cast<std::size_t>(move.to);
+    const std::size_t direction = PlanTraffic::direction(move.from, move.to);
     ++traffic_.moves.at(direction);
     traffic_.bytes.at(direction) += move.to == tier::Tier::kT2   ? int8_bytes_per_token_
                                     : move.to == tier::Tier::kT3 ? 0

@@ -222,10 +222,10 @@ class ClientChannel final : public BudgetMember, private ScoreIntake::Sequences 
   // channel goes away, so it must be destroyed first.
   PlanOutbox outbox_;  // views into control_
   std::deque<std::uint32_t> owed_;  // sequences due while a plan was outstanding
-  std::uint64_t trimmed_ = 0, errors_ = 0;
+  std::uint64_t errors_ = 0;
   std::uint64_t t2_demotions_ = 0, pressure_demotions_ = 0, pressure_evictions_ = 0, int8_trimmed_ = 0;
   shm::BackpressureReason last_backpressure_ = shm::BackpressureReason::kNone;
-  PlanTraffic traffic_;  // its plan_roundtrip is the outbox's, copied at snapshot
+  PlanTraffic traffic_;  // backpressure by reason; its plan_roundtrip is the outbox's, copied at snapshot
   std::uint64_t int8_bytes_per_token_ = 0;
   bool failed_ = false;
   bool draining_ = false;

@@ -32,6 +32,7 @@
 #include "kvtier/shm/int8_pool_geometry.hpp"
 #include "kvtier/shm/pool_geometry.hpp"
 #include "kvtier/shm/segment.hpp"
+#include "kvtier/tier/tier.hpp"
 #include "kvtier/tier/tier_params.hpp"
 #include "event_log.hpp"
 #include "handoff.hpp"
@@ -54,12 +55,15 @@ struct SequenceSnapshot {
 };
 
 // What one client's plans did, for the metrics (metrics.hpp). Moves are counted when their plan
-// is acknowledged as applied; index from * 4 + to (tier::Tier values).
+// is acknowledged as applied, at index direction(from, to).
 struct PlanTraffic {
-  std::array<std::uint64_t, 16> moves{};
+  static constexpr std::size_t direction(tier::Tier from, tier::Tier to) noexcept {
+    return static_cast<std::size_t>(from) * tier::kTierCount + static_cast<std::size_t>(to);
+  }
+  std::array<std::uint64_t, tier::kTierCount * tier::kTierCount> moves{};
   // Bytes the moves wrote in their destination tier: a token's native K and V of every layer
   // into T0 or T1, its share of an int8 block (scales included) into T2, nothing into T3.
-  std::array<std::uint64_t, 16> bytes{};
+  std::array<std::uint64_t, tier::kTierCount * tier::kTierCount> bytes{};
   std::array<std::uint64_t, 3> backpressure_tokens{};  // kept in T0, by shm::BackpressureReason
   LatencyHistogram plan_roundtrip;  // PlanOutbox::roundtrip
   LatencyHistogram decision;        // one sequence's tier decision (SequenceTiers::decide)

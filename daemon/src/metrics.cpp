@@ -96,6 +96,18 @@ std::vector<Label> with(std::vector<Label> labels, std::string_view key, std::st
   return labels;
 }
 
+// Tokens per tier (t0..t3) over the client's sequences.
+std::array<std::uint64_t, 4> tier_tokens(const ClientMetrics& c) {
+  std::array<std::uint64_t, 4> tokens{};
+  for (const SequenceSnapshot& s : c.dynamic.sequences) {
+    tokens[0] += s.tokens_t0;
+    tokens[1] += s.tokens_t1;
+    tokens[2] += s.tokens_t2;
+    tokens[3] += s.tokens_t3;
+  }
+  return tokens;
+}
+
 // One family with one sample per client.
 template <class Value>
 void per_client(Exposition& e, const NodeMetrics& m, std::string_view name, std::string_view type,
@@ -144,24 +156,17 @@ void token_families(Exposition& e, const NodeMetrics& m) {
              [](const ClientMetrics& c) { return c.dynamic.sequences.size(); });
   e.family("kvtier_tokens", "gauge", "Tokens of the client's sequences per tier (t3: evicted so far).");
   for (const ClientMetrics& c : m.clients) {
-    std::array<std::uint64_t, 4> tokens{};
-    for (const SequenceSnapshot& s : c.dynamic.sequences) {
-      tokens[0] += s.tokens_t0;
-      tokens[1] += s.tokens_t1;
-      tokens[2] += s.tokens_t2;
-      tokens[3] += s.tokens_t3;
-    }
+    const std::array<std::uint64_t, 4> tokens = tier_tokens(c);
     for (std::size_t t = 0; t < tokens.size(); ++t) {
       e.sample("kvtier_tokens", with(client_labels(c), "tier", std::string(kTierNames[t])), tokens[t]);
     }
   }
+  // Host tiers only: what the engine allocates for T0 is the engine's to measure, not a count of
+  // the daemon's.
   e.family("kvtier_tier_bytes", "gauge",
-           "KV bytes per tier: t0 the engine's GPU rows the daemon places there (tokens x native K+V of "
-           "all layers), t1 DDR rows held (pending plans' destinations included), t2 int8 blocks held.");
+           "Bytes of the client's pool segments holding rows: t1 DDR rows (pending plans' destinations "
+           "included), t2 int8 blocks. The segments themselves are kvtier_client_segment_bytes.");
   for (const ClientMetrics& c : m.clients) {
-    std::uint64_t t0 = 0;
-    for (const SequenceSnapshot& s : c.dynamic.sequences) t0 += std::uint64_t{s.tokens_t0} * c.token_bytes;
-    e.sample("kvtier_tier_bytes", with(client_labels(c), "tier", "t0"), t0);
     e.sample("kvtier_tier_bytes", with(client_labels(c), "tier", "t1"), c.dynamic.ddr_bytes_used);
     e.sample("kvtier_tier_bytes", with(client_labels(c), "tier", "t2"), c.dynamic.int8_bytes_used);
   }
@@ -190,10 +195,10 @@ void traffic_families(Exposition& e, const NodeMetrics& m) {
                      "int8 with scales into t2, none into t3)."
                    : "Token moves of committed plans, by direction.");
     for (const ClientMetrics& c : m.clients) {
-      for (std::size_t from = 0; from < 3; ++from) {
-        for (std::size_t to = 0; to < 4; ++to) {
+      for (std::size_t from = 0; from < 3; ++from) {  // nothing leaves T3
+        for (std::size_t to = 0; to < kTierNames.size(); ++to) {
           if (from == to) continue;
-          const std::size_t i = from * 4 + to;
+          const std::size_t i = PlanTraffic::direction(static_cast<tier::Tier>(from), static_cast<tier::Tier>(to));
           auto labels = with(with(client_labels(c), "from", std::string(kTierNames[from])), "to",
                              std::string(kTierNames[to]));
           e.sample(name, labels, bytes ? c.dynamic.traffic.bytes[i] : c.dynamic.traffic.moves[i]);

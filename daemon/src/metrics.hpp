@@ -23,7 +23,6 @@ struct ClientMetrics {
   std::string name, model;
   bool closing = false;
   std::uint64_t errors = 0;            // session and data-plane errors
-  std::uint64_t token_bytes = 0;       // one token's native K and V over all layers; 0 before RegisterModel
   std::uint64_t segment_bytes = 0;     // its pool segments (DDR and int8), reserved whole
   ClientSnapshot dynamic;
 };

@@ -30,11 +30,12 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const config::Listen
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   http.Get("/metrics", [raw = server.get()](const httplib::Request&, httplib::Response& response) {
-    std::string body;
-    int status = 200;
-    raw->serve_metrics(body, status);
-    response.status = status;
-    response.set_content(std::move(body), status == 200 ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain");
+    if (auto metrics = raw->collect()) {
+      response.set_content(render_metrics(*metrics), "text/plain; version=0.0.4; charset=utf-8");
+    } else {
+      response.status = 503;
+      response.set_content("kvtierd did not collect its metrics in time (stopping or overloaded)\n", "text/plain");
+    }
   });
   const bool v6 = address.host.find(':') != std::string::npos;
   if (v6) http.set_address_family(AF_INET6);
@@ -66,18 +67,14 @@ MetricsServer::~MetricsServer() {
   if (thread_.joinable()) thread_.join();
 }
 
-void MetricsServer::serve_metrics(std::string& body, int& status) {
+std::optional<NodeMetrics> MetricsServer::collect() {
   auto promise = std::make_shared<std::promise<NodeMetrics>>();
   auto future = promise->get_future();
   asio::post(control_, [this, promise] {
     collect_([promise](NodeMetrics metrics) { promise->set_value(std::move(metrics)); });
   });
-  if (future.wait_for(kCollectTimeout) != std::future_status::ready) {
-    status = 503;
-    body = "kvtierd did not collect its metrics in time (stopping or overloaded)\n";
-    return;
-  }
-  body = render_metrics(future.get());
+  if (future.wait_for(kCollectTimeout) != std::future_status::ready) return std::nullopt;
+  return future.get();
 }
 
 }  // namespace kvtier::daemon

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -48,7 +49,8 @@ class MetricsServer {
 
  private:
   MetricsServer(asio::io_context& control, Collect collect);
-  void serve_metrics(std::string& body, int& status);
+  // On the serving thread: the control thread's collection, or nullopt after kCollectTimeout.
+  std::optional<NodeMetrics> collect();
 
   asio::io_context& control_;
   Collect collect_;

@@ -95,10 +95,7 @@ void Server::on_accept(asio::local::stream_protocol::socket socket) {
     log_.warn("event=peer_credentials_failed {}", to_string(peer.error()));
     return;
   }
-  // Counted before this one joins: connections still waiting for their Hello.
-  const auto pending = static_cast<std::size_t>(std::count_if(clients_.begin(), clients_.end(), [](const auto& entry) {
-    return entry.second.session && !entry.second.closed && entry.second.session->awaiting_hello();
-  }));
+  const std::size_t pending = pending_count();  // counted before this one joins
   const std::uint32_t id = next_client_id_++;
   ClientRecord record;
   record.peer = *peer;
@@ -300,6 +297,23 @@ std::size_t Server::closing_count() const {
   return static_cast<std::size_t>(std::count_if(clients_.begin(), clients_.end(), [](const auto& entry) {
     return entry.second.engine && entry.second.closed;
   }));
+}
+
+std::size_t Server::pending_count() const {
+  return static_cast<std::size_t>(std::count_if(clients_.begin(), clients_.end(), [](const auto& entry) {
+    return entry.second.session && !entry.second.closed && entry.second.session->awaiting_hello();
+  }));
+}
+
+std::uint64_t Server::uptime_seconds() const {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count());
+}
+
+Server::Description Server::describe(const ClientRecord& record) const {
+  const Session* session = record.closed ? nullptr : record.session.get();
+  if (session == nullptr) return {record.name, record.model_name, record.geometry, record.dtype};
+  return {session->name(), session->model_name(), session->geometry(), session->dtype()};
 }
 
 void Server::report_status() {

@@ -150,6 +150,18 @@ class Server {
   std::size_t engine_count() const;
   // Of those, the disconnected ones.
   std::size_t closing_count() const;
+  // Connections not past Hello (they count against limits.max_pending_connections).
+  std::size_t pending_count() const;
+  std::uint64_t uptime_seconds() const;
+  // What status, metrics and events show of a client: its open session's name, model and
+  // geometry, or the copy the record took when the session closed.
+  struct Description {
+    const std::string& name;
+    const std::string& model_name;
+    const std::optional<shm::PoolGeometry>& geometry;
+    wire::KvDtype dtype;
+  };
+  Description describe(const ClientRecord& record) const;
   Result<std::string> segment_name(std::uint32_t client_id, shm::SegmentKind kind) const;
   // limits.max_pool_bytes_per_client and pools.int8_bytes_total for pools of `request`.
   Status check_pool_limits(const PoolRequest& request) const;

@@ -32,8 +32,7 @@ static_assert(static_cast<int>(EventKind::kSessionError) == static_cast<int>(wir
 void Server::record_event(Event event) {
   if (event.client_name.empty()) {
     if (auto it = clients_.find(event.client_id); it != clients_.end()) {
-      const ClientRecord& record = it->second;
-      event.client_name = record.session && !record.closed ? record.session->name() : record.name;
+      event.client_name = describe(it->second).name;
     }
   }
   events_.record(std::move(event));

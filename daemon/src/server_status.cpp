@@ -4,7 +4,6 @@
 #include "kvtier/protocol/version.hpp"
 #include "kvtier/shm/layout.hpp"
 #include "server.hpp"
-#include "session.hpp"
 #include "tier_params.hpp"
 
 namespace kvtier::daemon {
@@ -34,8 +33,7 @@ void Server::build_status(std::function<void(capnp::MallocMessageBuilder&)> repl
     status.setProtocolMinor(protocol::kProtocolMinor);
     status.setLayoutVersion(shm::kLayoutVersion);
     status.setLayoutFingerprint(shm::kLayoutFingerprint);
-    status.setUptimeSeconds(static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count()));
+    status.setUptimeSeconds(uptime_seconds());
     status.setDdrBytesTotal(config_.pools.ddr_bytes_total);
     std::uint64_t ddr_used = 0, int8_used = 0;
     for (const auto& snapshot : dynamic) {
@@ -54,21 +52,21 @@ void Server::build_status(std::function<void(capnp::MallocMessageBuilder&)> repl
     auto list = status.initClients(static_cast<unsigned>(engines.size()));
     for (unsigned i = 0; i < engines.size(); ++i) {
       const auto& [record, snap] = engines[i];
-      const Session* session = record->closed ? nullptr : record->session.get();
+      const Description about = describe(*record);
       auto out = list[i];
       out.setClientId(snap->client_id);
       out.setPid(static_cast<std::uint32_t>(record->peer.pid));
       out.setUid(record->peer.uid);
-      out.setName(session ? session->name() : record->name);
+      out.setName(about.name);
       out.setClosing(record->closed);
-      if (const auto& geometry = session ? session->geometry() : record->geometry) {
+      if (const auto& geometry = about.geometry) {
         out.setNumLayers(geometry->num_layers);
         out.setNumKvHeads(geometry->num_kv_heads);
         out.setHeadDim(geometry->head_dim);
         out.setPoolSlots(geometry->slots);
       }
-      out.setDtype(session ? session->dtype() : record->dtype);
-      out.setModelName(session ? session->model_name() : record->model_name);
+      out.setDtype(about.dtype);
+      out.setModelName(about.model_name);
       out.setPoolSlotsUsed(snap->pool_slots_used);
       out.setScoreRecords(snap->score_records);
       out.setScoresDropped(snap->scores_dropped);
