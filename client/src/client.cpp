@@ -396,6 +396,7 @@ Status Client::step_end(std::uint32_t sequence, std::uint32_t step) {
 
 Status Client::attach_cache(std::uint32_t sequence, const kvtier_kv_layout& layout) {
   if (!pool_view_) return make_error(Errc::kBadState, "attach_cache before register_model");
+  if (auto it = caches_.find(sequence); it != caches_.end()) return it->second->relocate(layout);
   const shm::PoolView& pool = *pool_view_;
   const shm::PoolGeometry& g = pool.geometry();
   const kernels::PoolView view{pool.rows().data(), g.row_bytes(), g.layer_stride(), g.slots, g.num_layers};

@@ -93,6 +93,27 @@ Result<std::unique_ptr<SequenceCache>> SequenceCache::create(const kvtier_kv_lay
   return cache;
 }
 
+Status SequenceCache::relocate(const kvtier_kv_layout& c) {
+  for (const Stage& stage : stages_) {
+    if (stage.layer) return make_error(Errc::kBadState, "cannot move the cache while a layer is being prefetched");
+  }
+  if (peer_) return make_error(Errc::kBadState, "cannot move the cache while a hand-off is pending");
+  auto layout = to_kernel_layout(c);
+  if (!layout) return tl::unexpected(layout.error());
+  const kernels::Backend backend = c.backend == KVTIER_BACKEND_CUDA ? kernels::Backend::kCuda : kernels::Backend::kCpu;
+  if (layout->num_layers != layout_.num_layers || layout->num_kv_heads != layout_.num_kv_heads ||
+      layout->head_dim != layout_.head_dim || layout->dtype != layout_.dtype || backend != executor_->backend()) {
+    return make_error(Errc::kInvalidArgument,
+                      "the moved cache must keep the attached layers, KV heads, head_dim, dtype and backend");
+  }
+  if (auto ok = executor_->can_implement(*layout, pool_); !ok) return ok;
+  // initialize drops the int8 binding (CUDA: unregisters the int8 pool); bind it again.
+  if (auto ok = executor_->initialize(*layout, pool_); !ok) return ok;
+  layout_ = std::move(*layout);
+  int8_bound_ = false;
+  return int8_ ? bind_int8() : Status{};
+}
+
 Status SequenceCache::execute(const kvtier_plan& plan, std::span<const std::uint32_t> hbm_slots) {
   for (const Stage& stage : stages_) {
     if (stage.layer) {

@@ -39,6 +39,13 @@ class SequenceCache {
   static Result<std::unique_ptr<SequenceCache>> create(const kvtier_kv_layout& layout, const kernels::PoolView& pool,
                                                        const std::optional<shm::Int8PoolView>& int8 = std::nullopt);
 
+  // The engine moved or grew its cache (it copied the T0 rows to the same slots first): binds
+  // `layout` and keeps which host rows hold the sequence's T1/T2 tokens. Same layers, KV heads,
+  // head_dim, dtype and backend (else kInvalidArgument); kBadState while a layer is in flight or
+  // a hand-off peer is set; the error of can_implement when the backend cannot reach the new
+  // memory (the old layout stays bound).
+  Status relocate(const kvtier_kv_layout& layout);
+
   // All copies of the plan, or none (everything is validated first).
   Status execute(const kvtier_plan& plan, std::span<const std::uint32_t> hbm_slots);
   static constexpr std::size_t kStagesInFlight = 2;

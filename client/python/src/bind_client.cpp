@@ -32,7 +32,7 @@ namespace {
 using Release = nb::call_guard<nb::gil_scoped_release>;
 using FloatVector = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using SlotVector = nb::ndarray<const std::uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-using Buffer = nb::ndarray<nb::c_contig, nb::device::cpu>;  // writable, any dtype
+using Buffer = nb::ndarray<nb::c_contig>;  // writable, any dtype, host or CUDA memory
 // A uint32 array read in place, or any sequence of ints (converted).
 using SlotList = std::variant<SlotVector, std::vector<std::uint32_t>>;
 
@@ -55,6 +55,19 @@ class ClientObject : public PyClient {
   ~ClientObject() { PyClient::close(); }
 
   std::map<StageKey, Buffer> pins;
+  std::map<std::uint32_t, kvtier_backend> backends;  // of each attached sequence
+
+  // A staging buffer must be memory the sequence's executor writes: host memory for the CPU
+  // backend, device memory for CUDA (the library cannot tell a device address from a host one).
+  void check_buffer(std::uint32_t sequence, const Buffer& buffer) const {
+    const auto it = backends.find(sequence);
+    const bool cuda = it != backends.end() && it->second == KVTIER_BACKEND_CUDA;
+    const int want = cuda ? nb::device::cuda::value : nb::device::cpu::value;
+    if (buffer.device_type() != want) {
+      throw nb::value_error(cuda ? "staging buffer: a CUDA sequence stages into CUDA memory"
+                                 : "staging buffer: a CPU sequence stages into host memory");
+    }
+  }
 };
 
 constexpr const char* kClientDoc = R"(A connection to kvtierd (one libkvtier client handle).
@@ -103,20 +116,34 @@ void bind_engine(nb::class_<ClientObject>& c) {
          std::optional<std::uint32_t> window_tokens, std::optional<std::uint32_t> interval,
          std::optional<double> hysteresis, std::optional<double> decay, std::optional<std::uint32_t> hbm_tokens,
          std::optional<std::uint32_t> evict_tokens, std::optional<kvtier_eviction_mode> mode,
-         std::optional<double> int8_ratio, std::optional<std::uint32_t> int8_tokens) {
-        const SequenceParams p{sink_tokens, window_tokens, interval, hbm_tokens, evict_tokens, hbm_ratio,
-                               evict_ratio, hysteresis,    decay,    mode,       int8_ratio,   int8_tokens};
+         std::optional<double> int8_ratio, std::optional<std::uint32_t> int8_tokens,
+         std::optional<kvtier_policy> policy, std::optional<std::uint64_t> seed, std::optional<bool> protect_prompt,
+         std::optional<std::uint32_t> recent_window, std::optional<double> value_protect_ratio,
+         std::optional<std::uint32_t> value_protect_tokens, std::optional<double> rkv_lambda,
+         std::optional<std::uint32_t> key_digest_dim) {
+        const SequenceParams p{sink_tokens,    window_tokens, interval,      hbm_tokens,           evict_tokens,
+                               hbm_ratio,      evict_ratio,   hysteresis,    decay,                mode,
+                               int8_ratio,     int8_tokens,   policy,        seed,                 protect_prompt,
+                               recent_window,  value_protect_tokens,         key_digest_dim,       value_protect_ratio,
+                               rkv_lambda};
         nb::gil_scoped_release release;
         return self.open_sequence(prompt_length, p);
       },
       "prompt_length"_a, nb::kw_only(), "hbm_ratio"_a = nb::none(), "evict_ratio"_a = nb::none(),
       "sink_tokens"_a = nb::none(), "window_tokens"_a = nb::none(), "interval"_a = nb::none(),
       "hysteresis"_a = nb::none(), "decay"_a = nb::none(), "hbm_tokens"_a = nb::none(), "evict_tokens"_a = nb::none(),
-      "mode"_a = nb::none(), "int8_ratio"_a = nb::none(), "int8_tokens"_a = nb::none(),
+      "mode"_a = nb::none(), "int8_ratio"_a = nb::none(), "int8_tokens"_a = nb::none(), "policy"_a = nb::none(),
+      "seed"_a = nb::none(), "protect_prompt"_a = nb::none(), "recent_window"_a = nb::none(),
+      "value_protect_ratio"_a = nb::none(), "value_protect_tokens"_a = nb::none(), "rkv_lambda"_a = nb::none(),
+      "key_digest_dim"_a = nb::none(),
       "Opens a sequence whose first prompt_length positions are the (protected) prompt and returns its id. "
       "Tier parameters left None keep the paper's defaults (k_s 4, k_w 128, interval 64, beta 0.5, r 0); with "
       "none given the daemon's configured defaults apply. int8_ratio / int8_tokens: of the survivors not kept in "
       "T0 the lowest-ranked share goes to the int8 tier T2 (lossy; needs register_model(int8_pool_tokens > 0)). "
+      "policy (Policy.PAPER default) ranks the tokens; seed (random, vase), protect_prompt (None: the policy's "
+      "default), recent_window (vase, r_kv), value_protect_ratio / value_protect_tokens (vase), rkv_lambda and "
+      "key_digest_dim (r_kv) tune it; vase needs push_features(Feature.VALUE_RANGE) and r_kv "
+      "push_features(Feature.KEY_DIGEST) for every position. "
       "Out-of-range values raise InvalidArgumentError naming the field.");
   c.def(
       "close_sequence",
@@ -127,6 +154,7 @@ void bind_engine(nb::class_<ClientObject>& c) {
         }
         // The library dropped the sequence's staging, so its prefetched buffers are free again.
         std::erase_if(self.pins, [sequence](const auto& pin) { return pin.first.first == sequence; });
+        self.backends.erase(sequence);
       },
       "sequence"_a,
       "Closes a sequence. An exported one: cancels the export while no adopter holds it, raises BadStateError "
@@ -143,6 +171,18 @@ void bind_engine(nb::class_<ClientObject>& c) {
       "Publishes one step's per-token scores for positions [first_position, first_position + len(scores)): a 1-D "
       "float32 array (NumPy or any DLPack tensor on the CPU, read in place). Never blocks: when the score ring is "
       "full the records are dropped and counted (counters().score_records_dropped).");
+  c.def(
+      "push_features",
+      [](ClientObject& self, std::uint32_t sequence, kvtier_feature feature, const FloatVector& values,
+         std::uint32_t first_position) {
+        const std::span<const float> span(values.data(), values.shape(0));
+        nb::gil_scoped_release release;
+        self.push_features(sequence, feature, first_position, span);
+      },
+      "sequence"_a, "feature"_a, "values"_a, "first_position"_a = 0,
+      "Publishes per-token features from first_position on, for the policies that use them: VALUE_RANGE (vase) one "
+      "float per position (max - min of the token's value vector), KEY_DIGEST (r_kv) key_digest_dim floats per "
+      "position. A 1-D float32 array; never blocks (full rings drop and count, as scores do).");
   c.def("step_end", &PyClient::step_end, "sequence"_a, "step"_a, Release(),
         "Marks the end of decode step `step` (increasing) after its scores were pushed; the daemon decides tiers "
         "every `interval` ended steps.");
@@ -168,8 +208,11 @@ void bind_cache(nb::class_<ClientObject>& c) {
         KvLayout layout{num_kv_heads, head_dim,    num_slots,    block_size,        dtype,
                         token_stride, head_stride, block_stride, std::move(k_base), std::move(v_base),
                         backend};
-        nb::gil_scoped_release release;
-        self.attach_cache(sequence, layout);
+        {
+          nb::gil_scoped_release release;
+          self.attach_cache(sequence, layout);
+        }
+        self.backends[sequence] = backend;
       },
       "sequence"_a, nb::kw_only(), "k_base"_a, "v_base"_a, "num_kv_heads"_a, "head_dim"_a, "dtype"_a, "num_slots"_a,
       "block_size"_a, "token_stride"_a, "head_stride"_a, "block_stride"_a = 0, "backend"_a = KVTIER_BACKEND_CPU,
@@ -194,14 +237,16 @@ void bind_cache(nb::class_<ClientObject>& c) {
       "stage_layer",
       [](ClientObject& self, std::uint32_t sequence, std::uint32_t layer, const Buffer& buffer,
          kvtier_staging_order order) {
+        self.check_buffer(sequence, buffer);
         void* data = buffer.data();
         const std::size_t capacity = buffer.nbytes();
         nb::gil_scoped_release release;
         return self.stage_layer(sequence, layer, order, data, capacity);
       },
       "sequence"_a, "layer"_a, "buffer"_a, "order"_a = KVTIER_STAGE_POSITION_ORDER,
-      "Copies layer `layer`'s T1 rows of the sequence from the pool into `buffer` (a writable, C-contiguous CPU "
-      "array of any dtype with at least t1_rows(sequence)[1] bytes) and says where K and V landed.");
+      "Copies layer `layer`'s T1 rows of the sequence from the pool into `buffer` (a writable, C-contiguous array "
+      "of any dtype with at least t1_rows(sequence)[1] bytes: host memory, or CUDA memory for a sequence attached "
+      "with Backend.CUDA) and says where K and V landed.");
 }
 
 void bind_staging(nb::class_<ClientObject>& c) {
@@ -209,6 +254,7 @@ void bind_staging(nb::class_<ClientObject>& c) {
       "stage_prefetch",
       [](ClientObject& self, std::uint32_t sequence, std::uint32_t layer, const Buffer& buffer,
          kvtier_staging_order order) {
+        self.check_buffer(sequence, buffer);
         const ClientObject::StageKey key{sequence, layer};
         void* data = buffer.data();
         const std::size_t capacity = buffer.nbytes();

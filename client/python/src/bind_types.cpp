@@ -183,6 +183,16 @@ void bind_enums(nb::module_& m) {
       .value("CUMULATIVE", KVTIER_EVICT_CUMULATIVE, "evict_ratio = fraction of the managed chain ever destroyed")
       .value("PAPER_ALGORITHM", KVTIER_EVICT_PAPER_ALGORITHM, "evict_ratio re-applied every round (compounds)")
       .value("PAPER_PROTOTYPE", KVTIER_EVICT_PAPER_PROTOTYPE, "ratios over GPU-resident tokens only");
+  nb::enum_<kvtier_policy>(m, "Policy", nb::is_arithmetic(), "Which tokens matter (kvtier_policy).")
+      .value("PAPER", KVTIER_POLICY_PAPER, "cumulative attention")
+      .value("H2O", KVTIER_POLICY_H2O, "accumulated attention: heavy hitters + recent")
+      .value("STREAMING_LLM", KVTIER_POLICY_STREAMING_LLM, "sinks + window")
+      .value("RANDOM", KVTIER_POLICY_RANDOM, "keep the prompt, uniform random over the rest")
+      .value("VASE", KVTIER_POLICY_VASE, "largest value ranges + sampling by recent attention; needs VALUE_RANGE")
+      .value("R_KV", KVTIER_POLICY_R_KV, "importance minus key redundancy; needs KEY_DIGEST");
+  nb::enum_<kvtier_feature>(m, "Feature", nb::is_arithmetic(), "Per-token features some policies need.")
+      .value("VALUE_RANGE", KVTIER_FEATURE_VALUE_RANGE, "vase: max - min of the token's value vector")
+      .value("KEY_DIGEST", KVTIER_FEATURE_KEY_DIGEST, "r_kv: key_digest_dim floats per position");
   nb::enum_<kvtier_handoff>(m, "Handoff", nb::is_arithmetic(), "A sequence's hand-off state (kvtier_handoff).")
       .value("NONE", KVTIER_HANDOFF_NONE)
       .value("EXPORTED", KVTIER_HANDOFF_EXPORTED, "frozen in its exporter, waiting for an adopter")

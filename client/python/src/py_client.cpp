@@ -97,7 +97,9 @@ std::uint32_t PyClient::open_sequence(std::uint32_t prompt_length, const Sequenc
   kvtier_sequence_options_init(&o);
   o.prompt_length = prompt_length;
   const bool any = p.sink_tokens || p.window_tokens || p.interval || p.hbm_tokens || p.evict_tokens || p.hbm_ratio ||
-                   p.evict_ratio || p.hysteresis || p.decay || p.mode || p.int8_ratio || p.int8_tokens;
+                   p.evict_ratio || p.hysteresis || p.decay || p.mode || p.int8_ratio || p.int8_tokens || p.policy ||
+                   p.seed || p.protect_prompt || p.recent_window || p.value_protect_tokens || p.key_digest_dim ||
+                   p.value_protect_ratio || p.rkv_lambda;
   o.use_defaults = any ? 0 : 1;
   o.sink_tokens = p.sink_tokens.value_or(o.sink_tokens);
   o.window_tokens = p.window_tokens.value_or(o.window_tokens);
@@ -111,6 +113,14 @@ std::uint32_t PyClient::open_sequence(std::uint32_t prompt_length, const Sequenc
   o.mode = p.mode.value_or(o.mode);
   o.int8_ratio = p.int8_ratio.value_or(o.int8_ratio);
   o.int8_tokens = p.int8_tokens.value_or(o.int8_tokens);
+  o.policy = p.policy.value_or(o.policy);
+  o.seed = p.seed.value_or(o.seed);
+  if (p.protect_prompt) o.protect_prompt = *p.protect_prompt ? 1 : 0;
+  o.recent_window = p.recent_window.value_or(o.recent_window);
+  o.value_protect_ratio = p.value_protect_ratio.value_or(o.value_protect_ratio);
+  o.value_protect_tokens = p.value_protect_tokens.value_or(o.value_protect_tokens);
+  o.rkv_lambda = p.rkv_lambda.value_or(o.rkv_lambda);
+  o.key_digest_dim = p.key_digest_dim.value_or(o.key_digest_dim);
   std::uint32_t sequence = 0;
   if (const auto st = kvtier_sequence_open_with(handle_locked("open_sequence"), &o, &sequence); st != KVTIER_OK) {
     fail(st);
@@ -128,6 +138,14 @@ void PyClient::push_scores(std::uint32_t sequence, std::uint32_t step, std::uint
   std::lock_guard lock(mu_);
   const auto st = kvtier_scores_push(handle_locked("push_scores"), sequence, step, first_position, values.data(),
                                      values.size());
+  if (st != KVTIER_OK) fail(st);
+}
+
+void PyClient::push_features(std::uint32_t sequence, kvtier_feature feature, std::uint32_t first_position,
+                              std::span<const float> values) {
+  std::lock_guard lock(mu_);
+  const auto st = kvtier_features_push(handle_locked("push_features"), sequence, feature, first_position,
+                                       values.data(), values.size());
   if (st != KVTIER_OK) fail(st);
 }
 

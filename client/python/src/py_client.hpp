@@ -55,6 +55,12 @@ struct SequenceParams {
   std::optional<kvtier_eviction_mode> mode;
   std::optional<double> int8_ratio;        // T2 budget (needs an int8 pool): share of the T1 survivors
   std::optional<std::uint32_t> int8_tokens;  // absolute T2 budget; 0 = int8_ratio
+  // Policy and its parameters (kvtier_sequence_options documents each).
+  std::optional<kvtier_policy> policy;
+  std::optional<std::uint64_t> seed;
+  std::optional<bool> protect_prompt;
+  std::optional<std::uint32_t> recent_window, value_protect_tokens, key_digest_dim;
+  std::optional<double> value_protect_ratio, rkv_lambda;
 };
 
 // kvtier_kv_layout with owned pointer arrays.
@@ -119,6 +125,8 @@ class PyClient {
   void close_sequence(std::uint32_t sequence);
   void push_scores(std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
                    std::span<const float> values);
+  void push_features(std::uint32_t sequence, kvtier_feature feature, std::uint32_t first_position,
+                     std::span<const float> values);
   void step_end(std::uint32_t sequence, std::uint32_t step);
   // nullopt when no plan arrived within timeout_ms (0: poll, < 0: wait forever).
   std::optional<Plan> poll_plan(int timeout_ms);

@@ -276,5 +276,57 @@ TEST_F(SequenceCacheT2, PrefetchAndWaitKeepTwoLayersInFlight) {
   EXPECT_TRUE(run({{102, kT1, kT0, 0, 2, kNone}}, {9}));
 }
 
+// An engine that grows its cache copies the T0 rows over and attaches again: the host rows stay
+// the sequence's, and every later copy reads and writes the new memory.
+TEST_F(SequenceCacheT2, AttachingAgainMovesTheCacheAndKeepsItsHostRows) {
+  demote_two();
+  const Staged before = stage(0, KVTIER_STAGE_POSITION_ORDER);
+  constexpr std::uint32_t kGrown = 2 * kSlots;
+  std::vector<float> k[kLayers], v[kLayers];
+  std::vector<std::uintptr_t> k_base, v_base;
+  for (std::uint32_t l = 0; l < kLayers; ++l) {
+    k[l].assign(std::size_t{kHeads} * kGrown * kDim, 0.0f);
+    v[l].assign(k[l].size(), 0.0f);
+    k_base.push_back(reinterpret_cast<std::uintptr_t>(k[l].data()));
+    v_base.push_back(reinterpret_cast<std::uintptr_t>(v[l].data()));
+  }
+  kvtier_kv_layout grown = layout_;
+  grown.num_slots = grown.block_size = kGrown;
+  grown.head_stride = std::size_t{kGrown} * kDim * sizeof(float);
+  grown.block_stride = std::size_t{kHeads} * grown.head_stride;
+  grown.k_base = k_base.data();
+  grown.v_base = v_base.data();
+  ASSERT_TRUE(cache_->relocate(grown));
+
+  EXPECT_EQ(cache_->staged_rows(), 4u);
+  EXPECT_EQ(stage(0, KVTIER_STAGE_POSITION_ORDER).buffer, before.buffer);
+  // T1 -> T0 and T2 -> T0 into slots the old cache did not have.
+  ASSERT_TRUE(run({{100, kT1, kT0, 0, 0, kNone}, {101, kT2, kT0, 0, 0, kNone}}, {kSlots + 3, kSlots + 5}));
+  for (std::uint32_t l = 0; l < kLayers; ++l) {
+    Bytes row(kRow), want = engine_row(l, 0);
+    for (std::uint32_t h = 0; h < kHeads; ++h) {
+      const std::size_t at = (std::size_t{h} * kGrown + kSlots + 3) * kDim;
+      std::memcpy(row.data() + h * kDim * sizeof(float), &k[l][at], kDim * sizeof(float));
+      std::memcpy(row.data() + kHalf + h * kDim * sizeof(float), &v[l][at], kDim * sizeof(float));
+    }
+    EXPECT_EQ(row, want);
+  }
+  EXPECT_EQ(cache_->staged_rows(), 2u);
+}
+
+TEST_F(SequenceCacheT2, AMoveKeepsTheGeometryAndWaitsForStaging) {
+  demote_two();
+  kvtier_kv_layout other = layout_;
+  other.head_dim = kDim / 2;
+  other.token_stride = other.head_dim * sizeof(float);
+  EXPECT_EQ(cache_->relocate(other).error().code, Errc::kInvalidArgument);
+  Bytes a(cache_->stage_bytes());
+  ASSERT_TRUE(cache_->prefetch(0, KVTIER_STAGE_POSITION_ORDER, a.data(), a.size()));
+  EXPECT_EQ(cache_->relocate(layout_).error().code, Errc::kBadState);
+  ASSERT_TRUE(cache_->wait(0));
+  EXPECT_TRUE(cache_->relocate(layout_));
+  EXPECT_EQ(stage(1, KVTIER_STAGE_POSITION_ORDER).layer.rows, 4u);
+}
+
 }  // namespace
 }  // namespace kvtier::client

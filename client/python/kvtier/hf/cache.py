@@ -1,0 +1,407 @@
+"""TieredCache: a transformers ``Cache`` whose tokens kvtierd tiers (see kvtier.hf)."""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from transformers.cache_utils import Cache
+
+from .._kvtier import Client, EvictionMode, Feature, Policy
+from .._slots import T0, T3, SlotMap
+from . import attention
+from .clients import PlanRouter, geometry, shared_router
+from .layer import TieredLayer
+from .rows import Row
+from .store import T0Store
+
+# Tier parameters TieredCache passes to Client.open_sequence beyond its named ones.
+_SEQUENCE_PARAMS = {"hbm_tokens", "evict_tokens", "decay", "seed", "protect_prompt", "recent_window",
+                    "value_protect_ratio", "value_protect_tokens", "rkv_lambda", "key_digest_dim", "int8_ratio",
+                    "int8_tokens"}
+
+
+@dataclass
+class TieredCacheStats:
+    """One TieredCache, summed over its batch rows. Bytes are allocated bytes of the tensors the
+    cache owns on the model's device (storage sizes), not counts of occupied slots."""
+
+    tokens: int = 0  # logical lengths (evicted tokens included)
+    tokens_t0: int = 0
+    tokens_host: int = 0  # T1 + T2: staged from the pools per layer
+    tokens_t3: int = 0
+    sequences_closed: int = 0  # rows whose sequence closed (finished early or the cache closed)
+    plans_applied: int = 0
+    plans_failed: int = 0
+    rows_offloaded: int = 0
+    rows_restored: int = 0
+    rows_evicted: int = 0
+    kv_bytes: int = 0  # now: T0 tensors + staging buffers
+    peak_kv_bytes: int = 0  # max over forwards of T0 tensors + staging + one layer's assembled K/V
+    peak_transient_bytes: int = 0  # max of one layer's assembled K/V (returned by update())
+    storage_growths: int = 0
+    bytes_moved: int = 0  # between host pools and the model's tensors: plan copies + staging
+    decode_steps: int = 0
+
+
+class TieredCache(Cache):
+    """A transformers ``Cache`` backed by kvtierd. Args are described in kvtier.hf's docstring."""
+
+    def __init__(self, model: torch.nn.Module, *, max_length: int, client: Client | None = None,
+                 socket_path: str | None = None, name: str | None = None, pool_tokens: int | None = None,
+                 int8_pool_tokens: int = 0, block_tokens: int = 128, hbm_ratio: float = 0.5,
+                 evict_ratio: float = 0.0, sink_tokens: int = 4, window_tokens: int = 128, interval: int = 64,
+                 mode: EvictionMode = EvictionMode.CUMULATIVE, hysteresis: float = 0.0,
+                 policy: Policy = Policy.PAPER, plan_wait_ms: int = 0, eos_token_id: int | list[int] | None = None,
+                 **params: Any) -> None:
+        unknown = set(params) - _SEQUENCE_PARAMS
+        if unknown:
+            raise TypeError(f"unknown TieredCache parameters: {sorted(unknown)}")
+        self.num_layers, self.num_kv_heads, self.head_dim = geometry(model)
+        super().__init__(layers=[TieredLayer(self, i) for i in range(self.num_layers)])
+        self.model_ref = weakref.ref(model)
+        self.max_length, self.block_tokens, self.plan_wait_ms = max_length, block_tokens, plan_wait_ms
+        self.interval, self.policy = interval, policy
+        self._params = dict(hbm_ratio=hbm_ratio, evict_ratio=evict_ratio, sink_tokens=sink_tokens,
+                            window_tokens=window_tokens, interval=interval, mode=mode, hysteresis=hysteresis,
+                            policy=policy, **params)
+        self._digest_dim = params.get("key_digest_dim") or 16
+        if policy == Policy.R_KV and self.head_dim % self._digest_dim:
+            raise ValueError(f"key_digest_dim {self._digest_dim} must divide head_dim {self.head_dim}")
+        if client is not None:
+            self.router = PlanRouter(client, owned=False)
+        else:
+            self.router = shared_router(model, socket_path, name, pool_tokens or max_length, int8_pool_tokens)
+        eos = model.generation_config.eos_token_id if eos_token_id is None else eos_token_id
+        self._eos = set() if eos is None else {eos} if isinstance(eos, int) else set(eos)
+        self.rows: list[Row] = []
+        self.store: T0Store | None = None
+        self._stats = TieredCacheStats()
+        self._length = 0  # keys in the batch index space (padding included)
+        self._forward: dict[str, Any] | None = None
+        self._pads: np.ndarray | None = None
+        self._await_plan = False
+        self._model_attention = model.config._attn_implementation
+        model.set_attn_implementation(attention.implementation_for(self._model_attention))
+        self._hooks = _install_hooks(self, model)
+        self._finalizer = weakref.finalize(self, _remove_hooks, self._hooks)
+
+    @property
+    def stats(self) -> TieredCacheStats:
+        """The counts now (after close(): as the generation left them)."""
+        if self.store is not None:
+            self._update_stats()
+        return self._stats
+
+    @property
+    def client(self) -> Client:
+        return self.router.client
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes every row's sequence (the daemon frees its pool rows), frees the tensors,
+        removes the hooks and gives the model its attention implementation back. The model's
+        shared client stays for its next cache (kvtier.hf.release_model disconnects it); a
+        client passed in stays the caller's. Idempotent."""
+        _remove_hooks(self._hooks)
+        if self.store is not None:
+            self._update_stats()  # the counts as the generation left them
+        for row in self.rows:
+            if row.open:
+                row.close()
+                self._stats.sequences_closed += 1
+        self.store = None
+        model = self.model_ref()
+        if model is not None and model.config._attn_implementation != self._model_attention:
+            model.set_attn_implementation(self._model_attention)
+        self._stats.kv_bytes = 0
+
+    def __enter__(self) -> TieredCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- transformers' Cache interface -----------------------------------------------------
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        return self._update(layer_idx, key_states, value_states)
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self._length
+
+    def get_max_length(self, layer_idx: int | None = None) -> int:
+        return -1
+
+    def get_mask_sizes(self, query_length: int, layer_idx: int = 0) -> tuple[int, int]:
+        return self._length + query_length, 0  # every position has a key (dead ones masked)
+
+    @property
+    def is_compileable(self) -> bool:
+        return False
+
+    @property
+    def is_croppable(self) -> bool:
+        return False
+
+    # ---- the step --------------------------------------------------------------------------
+
+    def owns_forward(self) -> bool:
+        return self._forward is not None
+
+    def _before_forward(self, kwargs: dict[str, Any]) -> None:
+        """Before a forward: the padding of a first forward, rows that finished, the plans."""
+        ids, mask = kwargs.get("input_ids"), kwargs.get("attention_mask")
+        if not self.rows:
+            if mask is not None and mask.dim() == 2:
+                self._pads = (mask.shape[1] - mask.sum(dim=1)).cpu().numpy().astype(np.int64)
+                if not torch.equal(mask, (torch.arange(mask.shape[1], device=mask.device)[None]
+                                          >= torch.as_tensor(self._pads, device=mask.device)[:, None]).to(mask.dtype)):
+                    raise ValueError("TieredCache needs left padding (a prefix of zeros in attention_mask)")
+            return
+        if ids is not None and self._eos:
+            for b, token in enumerate(ids[:, -1].tolist()):
+                if self.rows[b].open and token in self._eos:
+                    self.rows[b].close()  # its chain is complete: nothing it holds is needed again
+                    self._stats.sequences_closed += 1
+        if self._await_plan and self.plan_wait_ms > 0 and not self.client.sync(self.plan_wait_ms):
+            raise TimeoutError(f"kvtierd did not decide within plan_wait_ms={self.plan_wait_ms}")
+        self._await_plan = False
+        self.router.drain()
+
+    def _on_plan(self, row: Row, plan) -> None:
+        """A plan for one of this cache's rows (PlanRouter.drain, before some cache's forward)."""
+        self._grow(row.slots.slots_needed(int(np.count_nonzero(plan.to_tiers == T0))))
+        row.apply(plan, self._row_bytes())
+
+    def _row_bytes(self) -> int:
+        es = torch.empty(0, dtype=self.store.dtype).element_size() if self.store else 4
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * es
+
+    def _grow(self, slots: int) -> None:
+        if self.store is not None and self.store.grow(slots):
+            for b, row in enumerate(self.rows):
+                if row.open:
+                    row.slots.grow(self.store.slots)
+                    self.store.attach(self.client, row.sequence, b)
+
+    def _open(self, key_states: torch.Tensor) -> None:
+        batch, q = key_states.shape[0], key_states.shape[2]
+        pads = self._pads if self._pads is not None else np.zeros(batch, dtype=np.int64)
+        if len(pads) != batch:
+            raise ValueError(f"attention_mask has {len(pads)} rows, the keys {batch}")
+        self.store = T0Store(layers=self.num_layers, batch=batch, kv_heads=self.num_kv_heads, head_dim=self.head_dim,
+                             dtype=key_states.dtype, device=key_states.device, block_tokens=self.block_tokens)
+        self.store.grow(int(q - pads.min()))
+        for b in range(batch):
+            row = Row(self.router, None, int(pads[b]), SlotMap(self.max_length, self.store.slots))
+            row.sequence = sequence = self.router.open(int(q - pads[b]), _plan_handler(self, row), **self._params)
+            self.rows.append(row)
+            self.store.attach(self.client, sequence, b)
+            if self.store.device.type == "cuda":
+                self.client.set_stream(sequence, torch.cuda.current_stream(self.store.device).cuda_stream)
+
+    def _begin(self, key_states: torch.Tensor) -> dict[str, Any]:
+        """Layer 0 of a forward: admit the new tokens and fix where every layer's keys go."""
+        prefill = not self.rows
+        if prefill:
+            self._open(key_states)
+        q = key_states.shape[2]
+        rows = [(b, r) for b, r in enumerate(self.rows) if r.open]
+        if not prefill:
+            self._grow(max((r.slots.slots_needed(q) for _, r in rows), default=0))
+        f: dict[str, Any] = {"prefill": prefill, "q": q, "length": self._length + q, "layers_scored": 0,
+                             "rows": [], "transient": 0}
+        device = self.store.device
+        for b, row in rows:
+            n = q - row.pad if prefill else q
+            first = row.slots.length
+            new_slots = row.slots.append(n)
+            t0 = row.slots.positions_in(T0)
+            host = row.host_positions()
+            row.begin_staging(len(host), self.store.dtype, device)
+            f["rows"].append({
+                "b": b, "row": row, "cols": torch.arange(q - n, q, device=device),
+                "new_slots": torch.as_tensor(new_slots, device=device),
+                "t0_keys": torch.as_tensor(row.pad + t0, device=device),
+                "t0_slots": torch.as_tensor(row.slots.slot_of[t0], device=device),
+                "host": host, "first_new": first,
+            })
+        self._length += q
+        dead = None
+        if not prefill:
+            dead = torch.zeros(len(self.rows), f["length"], dtype=torch.bool)
+            for b, row in enumerate(self.rows):
+                if row.open:
+                    dead[b, row.pad: row.pad + row.slots.length] = torch.from_numpy(
+                        row.slots.tier[: row.slots.length] == T3)
+            dead = dead.to(device) if dead.any() else None
+        f["dead"] = dead
+        f["scores"] = torch.zeros(len(self.rows), f["length"], dtype=torch.float32, device=device)
+        self._forward = f
+        return f
+
+    def _update(self, layer: int, key_states: torch.Tensor, value_states: torch.Tensor):
+        f = self._begin(key_states) if layer == 0 else self._forward
+        store = self.store
+        for r in f["rows"]:
+            b = r["b"]
+            store.k[layer][b].index_copy_(1, r["new_slots"], key_states[b].index_select(1, r["cols"]))
+            store.v[layer][b].index_copy_(1, r["new_slots"], value_states[b].index_select(1, r["cols"]))
+        if layer == self.num_layers // 2:
+            self._push_features(f, key_states, value_states)
+        if f["prefill"]:
+            return key_states, value_states  # the keys of this forward are all there is
+        shape = (key_states.shape[0], self.num_kv_heads, f["length"], self.head_dim)
+        keys = torch.zeros(shape, dtype=key_states.dtype, device=key_states.device)
+        values = torch.zeros_like(keys)
+        for r in f["rows"]:
+            b, row = r["b"], r["row"]
+            keys[b].index_copy_(1, r["t0_keys"], store.k[layer][b].index_select(1, r["t0_slots"]))
+            values[b].index_copy_(1, r["t0_keys"], store.v[layer][b].index_select(1, r["t0_slots"]))
+            staged = row.staged(layer, self.num_layers, (self.num_kv_heads, self.head_dim))
+            if staged is not None:
+                k, v, positions = staged
+                if not np.array_equal(positions, r["host"]):
+                    raise RuntimeError("staged host positions differ from the cache's T1/T2 set")
+                at = torch.as_tensor(row.pad + r["host"], device=keys.device)
+                keys[b].index_copy_(1, at, k)
+                values[b].index_copy_(1, at, v)
+                row.counts.bytes_moved += 2 * k.numel() * k.element_size()
+        f["transient"] = max(f["transient"], 2 * keys.untyped_storage().nbytes())
+        return keys, values
+
+    def _push_features(self, f: dict[str, Any], key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        """vase: each new token's value range; r_kv: its key digest (this middle layer's head-mean
+        key, average-pooled to key_digest_dim floats)."""
+        if self.policy not in (Policy.VASE, Policy.R_KV):
+            return
+        for r in f["rows"]:
+            b, row = r["b"], r["row"]
+            if self.policy == Policy.VASE:
+                v = value_states[b].index_select(1, r["cols"]).float()  # [heads, n, dim]
+                ranges = (v.amax(dim=(0, 2)) - v.amin(dim=(0, 2))).cpu().numpy()
+                self.client.push_features(row.sequence, Feature.VALUE_RANGE, ranges, r["first_new"])
+            else:
+                k = key_states[b].index_select(1, r["cols"]).float().mean(dim=0)  # [n, dim]
+                digest = k.view(k.shape[0], self._digest_dim, -1).mean(dim=2).reshape(-1).cpu().numpy()
+                self.client.push_features(row.sequence, Feature.KEY_DIGEST, digest, r["first_new"])
+
+    def dead_keys(self) -> torch.Tensor | None:
+        return self._forward["dead"]
+
+    def key_mask(self, q: int) -> torch.Tensor:
+        """[batch, q, keys] bool: key j is live for row b and not after query i (scoring)."""
+        f = self._forward
+        keys = f["length"]
+        live = torch.zeros(len(self.rows), keys, dtype=torch.bool, device=f["scores"].device)
+        for r in f["rows"]:
+            live[r["b"], r["row"].pad:] = True
+        if f["dead"] is not None:
+            live &= ~f["dead"]
+        causal = torch.ones(q, keys, dtype=torch.bool, device=live.device).tril(keys - q)
+        return live[:, None, :] & causal[None]
+
+    def on_scores(self, layer: int, probs: torch.Tensor) -> None:
+        """probs [batch, q, keys]: one layer's mean over query heads. After the last layer the
+        step's scores go to kvtierd."""
+        f = self._forward
+        if f["prefill"] and f["q"] > 1:  # padding query rows score nothing
+            valid = torch.zeros(probs.shape[0], probs.shape[1], 1, device=probs.device)
+            for r in f["rows"]:
+                valid[r["b"], r["row"].pad:] = 1.0
+            probs = probs * valid
+        f["scores"] += probs.sum(dim=1)
+        f["layers_scored"] += 1
+        if f["layers_scored"] < self.num_layers:
+            return
+        scores = (f["scores"] / self.num_layers).cpu().numpy()
+        for r in f["rows"]:
+            row = r["row"]
+            self.client.push_scores(row.sequence, row.step, np.ascontiguousarray(scores[r["b"], row.pad:]))
+            if not f["prefill"]:
+                self.client.step_end(row.sequence, row.step)
+                row.step += 1
+                self._await_plan = self._await_plan or row.step % self.interval == 0
+        if not f["prefill"]:
+            self._stats.decode_steps += 1
+        self._end_forward()
+
+    def _end_forward(self) -> None:
+        f, s = self._forward, self._stats
+        self._forward = None
+        held = self._held_bytes()
+        s.peak_transient_bytes = max(s.peak_transient_bytes, f["transient"])
+        s.peak_kv_bytes = max(s.peak_kv_bytes, held + f["transient"])
+        self._update_stats()
+
+    def _held_bytes(self) -> int:
+        if self.store is None:
+            return 0
+        return self.store.nbytes() + sum(r.staging_bytes() for r in self.rows)
+
+    def _update_stats(self) -> None:
+        s = self._stats
+        live = [r for r in self.rows if r.open]
+        s.tokens = sum(r.slots.length for r in live)
+        s.tokens_t0 = sum(r.slots.count(T0) for r in live)
+        s.tokens_t3 = sum(r.slots.count(T3) for r in live)
+        s.tokens_host = s.tokens - s.tokens_t0 - s.tokens_t3
+        for name in ("plans_applied", "plans_failed", "rows_offloaded", "rows_restored", "rows_evicted",
+                     "bytes_moved"):
+            setattr(s, name, sum(getattr(r.counts, name) for r in self.rows))
+        s.kv_bytes = self._held_bytes()
+        s.storage_growths = self.store.growths if self.store else s.storage_growths
+
+
+def _plan_handler(cache: TieredCache, row: Row):
+    """Runs a plan of `row` through its cache, held weakly (a cache dropped without close()
+    acknowledges its plans as not applied)."""
+    ref = weakref.ref(cache)
+
+    def handle(plan) -> None:
+        c = ref()
+        if c is None:
+            row.router.client.ack_plan(plan.epoch, applied=False)
+        else:
+            c._on_plan(row, plan)
+
+    return handle
+
+
+def _remove_hooks(hooks: list[Any]) -> None:
+    for hook in hooks:
+        hook.remove()
+    hooks.clear()
+
+
+def _install_hooks(cache: TieredCache, model: torch.nn.Module) -> list[Any]:
+    """A pre-hook on the model (padding, finished rows and plans before the mask is built; marks
+    the cache as the one the kvtier attention function serves) and a hook after it. They act only
+    for forwards that use this cache and hold it weakly."""
+    ref = weakref.ref(cache)
+
+    def ours(kwargs: dict[str, Any]) -> TieredCache | None:
+        c = ref()
+        used = kwargs.get("cache", kwargs.get("past_key_values"))
+        return c if c is not None and used is c else None
+
+    def before(module, args, kwargs):
+        if (c := ours(kwargs)) is not None:
+            c._before_forward(kwargs)
+            attention.activate(c)
+
+    def after(module, args, kwargs, output):
+        if (c := ours(kwargs)) is not None:
+            attention.deactivate(c)
+            if c._forward is not None:
+                c._forward = None
+                raise RuntimeError("the forward ended before every layer's attention scored: is the model's "
+                                   "attention implementation routed through transformers' AttentionInterface?")
+
+    return [model.register_forward_pre_hook(before, with_kwargs=True),
+            model.register_forward_hook(after, with_kwargs=True)]

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""kvtier.hf against what a transformers user would pick instead, in one run on the same prompt
+and model (SmolLM2-135M-Instruct from its PyPI package; tests/models/smollm2.py):
+
+  dynamic      transformers' DynamicCache (the baseline of every ratio)
+  offloading   DynamicCache(offloading=True): every layer to the CPU and back every step (needs
+               CUDA; on a CPU-only machine its bytes moved are computed from that mechanism and its
+               speed is not measured, said so in the output)
+  tiered β     kvtier.hf.TieredCache at hbm_ratio β (r = 0: bit-identical outputs), through a real
+               kvtierd, at the paper's k_s 4, k_w 128, Δ 64
+
+For each: tokens per second of the whole generate() (ratio to dynamic), KV bytes allocated (the
+tensors' storage bytes: DynamicCache's at the end of the chain, TieredCache's peak including one
+layer's assembly and staging; on CUDA also the torch.cuda.max_memory_allocated rise), bytes moved
+between host and the model's tensors per decode step, and whether the tokens equal dynamic's.
+Prints `ratio NAME VALUE` lines and writes --json. Rounds alternate the order of the caches.
+
+  build/python-venv/bin/python tests/bench/hf_bench.py --build build [--new-tokens 1024] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "models"))
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+
+GOALS = {"kv_bytes_beta0.3": 0.40, "step_time_beta0.3": 1.10, "moved_vs_offloading_beta0.3": 0.10}
+
+
+def run_one(model, prompt, new: int, kind: str, socket: str, beta: float | None, device: str) -> dict:
+    import torch
+    from transformers import DynamicCache
+
+    from kvtier.hf import TieredCache, cache_bytes
+
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated() if cuda else 0
+    tiered = None
+    if kind == "tiered":
+        tiered = TieredCache(model, socket_path=socket, max_length=prompt.shape[1] + new, hbm_ratio=beta,
+                             evict_ratio=0.0)
+        cache = tiered
+    else:
+        cache = DynamicCache(config=model.config, offloading=kind == "offloading")
+    started = time.perf_counter()
+    with torch.no_grad():
+        out = model.generate(prompt, past_key_values=cache, max_new_tokens=new, min_new_tokens=new,
+                             do_sample=False, eos_token_id=None, pad_token_id=0)
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - started
+    steps = new - 1  # decode forwards after the prefill
+    row = {"cache": kind if beta is None else f"tiered {beta}", "seconds": seconds, "tokens_per_s": new / seconds,
+           "tokens": out[0].tolist(), "cuda_peak_bytes": torch.cuda.max_memory_allocated() - base if cuda else None}
+    if tiered is not None:
+        tiered.close()
+        s = tiered.stats
+        row.update(kv_bytes=s.peak_kv_bytes, kv_bytes_end=s.kv_bytes, moved_per_step=s.bytes_moved / steps,
+                   t0_end=s.tokens_t0, host_end=s.tokens_host, growths=s.storage_growths)
+    else:
+        row.update(kv_bytes=cache_bytes(cache), kv_bytes_end=cache_bytes(cache), moved_per_step=0.0)
+    return row
+
+
+def offloading_moved_per_step(bytes_at_end: int, prompt: int, new: int) -> float:
+    """Every decode step moves every layer's K and V to the CPU and back: 2 × the cache's bytes
+    at that step, averaged over the steps (the cache grows by one token per step)."""
+    per_token = bytes_at_end / (prompt + new - 1)
+    return statistics.mean(2 * per_token * (prompt + t) for t in range(1, new))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--new-tokens", type=int, default=1024)
+    parser.add_argument("--problem", type=int, default=0)
+    parser.add_argument("--betas", default="0.3,0.5")
+    parser.add_argument("--attn", default="sdpa", help="the model's attention implementation (eager, sdpa, ...)")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    os.environ.setdefault("KVTIER_BUILD_DIR", str(Path(args.build).resolve()))
+    import torch
+
+    import smollm2
+    from kvtierd_process import Daemon
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model, tok = smollm2.load(args.attn)
+    model = model.to(device)
+    prompt = smollm2.prompts(tok)[args.problem].to(device)
+    betas = [float(b) for b in args.betas.split(",")]
+    kinds = [("dynamic", None)] + ([("offloading", None)] if device == "cuda" else []) + [("tiered", b) for b in betas]
+    print(f"hf_bench: {smollm2.DESCRIPTION}, {args.attn}, {device}, prompt {prompt.shape[1]} + {args.new_tokens} "
+          f"tokens, {args.rounds} round(s)", flush=True)
+    results: dict[str, list[dict]] = {}
+    with Daemon() as daemon:
+        for r in range(args.rounds):
+            for kind, beta in (kinds if r % 2 == 0 else kinds[::-1]):
+                row = run_one(model, prompt, args.new_tokens, kind, daemon.socket, beta, device)
+                results.setdefault(row["cache"], []).append(row)
+                print(f"  round {r + 1} {row['cache']:>12}: {row['tokens_per_s']:.1f} tok/s, KV {row['kv_bytes'] / 1e6:.2f} MB,"
+                      f" moved {row['moved_per_step'] / 1e3:.1f} kB/step", flush=True)
+    med = {name: {k: statistics.median(r[k] for r in rows) for k in ("seconds", "tokens_per_s", "kv_bytes",
+                                                                      "moved_per_step")} for name, rows in results.items()}
+    dyn = med["dynamic"]
+    reference = results["dynamic"][0]["tokens"]
+    if "offloading" in med:
+        offload_moved, how = med["offloading"]["moved_per_step"], "measured"
+    else:
+        offload_moved = offloading_moved_per_step(int(dyn["kv_bytes"]), prompt.shape[1], args.new_tokens)
+        how = "computed from its mechanism (needs CUDA to run)"
+    print(f"| cache | tokens/s | vs dynamic | KV bytes allocated | vs dynamic | moved per step | identical |")
+    print("|---|---|---|---|---|---|---|")
+    ratios = {}
+    for name, m in med.items():
+        same = all(r["tokens"] == reference for r in results[name])
+        moved = offload_moved if name == "offloading" else m["moved_per_step"]
+        print(f"| {name} | {m['tokens_per_s']:.1f} | {m['tokens_per_s'] / dyn['tokens_per_s']:.3f} | "
+              f"{m['kv_bytes'] / 1e6:.2f} MB | {m['kv_bytes'] / dyn['kv_bytes']:.3f} | {moved / 1e3:.1f} kB | {same} |")
+        if name.startswith("tiered"):
+            b = name.split()[1]
+            ratios[f"kv_bytes_beta{b}"] = m["kv_bytes"] / dyn["kv_bytes"]
+            ratios[f"step_time_beta{b}"] = m["seconds"] / dyn["seconds"]
+            ratios[f"moved_vs_offloading_beta{b}"] = m["moved_per_step"] / offload_moved
+    print(f"offloading cache: {offload_moved / 1e6:.2f} MB moved per step, {how}")
+    for name, value in ratios.items():
+        goal = GOALS.get(name)
+        print(f"ratio hf_{name} {value:.3f}" + (f" (goal <= {goal})" if goal else ""))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "device": device, "medians": med, "ratios": ratios,
+                                               "offloading_moved": how, "rows": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""kvtier.hf.TieredCache with a batch of prompts of different lengths (left padding): one kvtier
+sequence per row, outputs identical to DynamicCache's, rows that end early close their sequence."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import kvtier  # noqa: E402
+from kvtier.hf import TieredCache, release_model  # noqa: E402
+
+from test_hf import TIERING, make_model  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:FutureWarning")
+
+LENGTHS, NEW, PAD = (16, 9, 13, 5), 100, 0
+
+
+def batch(lengths=LENGTHS):
+    g = torch.Generator().manual_seed(7)
+    width = max(lengths)
+    ids = torch.full((len(lengths), width), PAD)
+    mask = torch.zeros(len(lengths), width, dtype=torch.long)
+    for b, n in enumerate(lengths):
+        ids[b, width - n:] = torch.randint(1, 128, (n,), generator=g)
+        mask[b, width - n:] = 1
+    return ids, mask
+
+
+def generate(model, cache=None, eos=None):
+    ids, mask = batch()
+    kwargs = {} if cache is None else {"past_key_values": cache}
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=mask, max_new_tokens=NEW, do_sample=False, eos_token_id=eos,
+                             pad_token_id=PAD, return_dict_in_generate=True, output_logits=True, **kwargs)
+    return out.sequences, torch.stack(out.logits)
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_a_batch_of_four_reproduces_the_default_cache(daemon, attn):
+    model = make_model(attn)
+    reference = generate(model)
+    with daemon.connect("admin", kvtier.Role.ADMIN) as admin:
+        with TieredCache(model, socket_path=daemon.socket, name="batch", max_length=max(LENGTHS) + NEW,
+                         pool_tokens=4 * (max(LENGTHS) + NEW), hbm_ratio=0.3, **TIERING) as cache:
+            tokens, logits = generate(model, cache)
+            assert cache.client.sync()
+            (client,) = [c for c in admin.status().clients if c.name == "batch"]
+            seqs = sorted(client.sequences, key=lambda s: s.sequence_id)
+            assert [s.prompt_length for s in seqs] == list(LENGTHS)  # padding is not part of a sequence
+            assert [s.tokens + s.tokens_t3 for s in seqs] == [n + NEW - 1 for n in LENGTHS]
+            assert cache.stats.rows_offloaded > 0 and cache.stats.tokens_host > 0
+    assert torch.equal(tokens, reference[0])
+    assert torch.equal(logits, reference[1])
+    release_model(model)
+
+
+def test_rows_that_end_early_close_their_sequences(daemon):
+    model = make_model()
+    free_run, _ = generate(model)
+    width = max(LENGTHS)
+    eos = int(free_run[0, width + 10])  # row 0 ends after 11 tokens (other rows may end on it too)
+    reference, _ = generate(model, eos=eos)
+    ended = [b for b in range(len(LENGTHS)) if (reference[b, width:] == eos).any()]
+    assert 0 in ended and len(ended) < len(LENGTHS)  # some rows run to the end
+    with daemon.connect("admin", kvtier.Role.ADMIN) as admin:
+        with TieredCache(model, socket_path=daemon.socket, name="ends", max_length=width + NEW,
+                         pool_tokens=4 * (width + NEW), hbm_ratio=0.3, eos_token_id=eos, **TIERING) as cache:
+            tokens, _ = generate(model, cache, eos=eos)
+            assert cache.client.sync()
+            (client,) = [c for c in admin.status().clients if c.name == "ends"]
+            # Rows whose EOS was fed back to the model closed; a row whose EOS was the last token
+            # generated was never fed back, so it closes with the cache.
+            assert len(ended) - 1 <= cache.stats.sequences_closed <= len(ended)
+            assert len(client.sequences) == len(LENGTHS) - cache.stats.sequences_closed
+    assert torch.equal(tokens, reference)
+    release_model(model)
