@@ -1,7 +1,7 @@
-// Private to the int8 tier: the block loops of quantize.cpp behind the checked public API of
-// quantize.hpp (argument checks and errors: quantize_support.cpp), and the element helpers those
-// loops inline (dtype loads and stores, the code of one element; here to keep quantize.cpp to
-// its loops). Preconditions, not checked here: validate(g) passed; spans and pointers are as
+// Private to the int8 tier: the block code of quantize.cpp behind the checked public API of
+// quantize.hpp (argument checks and errors: quantize_support.cpp), and the element helpers of
+// the scalar loops, which the SIMD loops also use for their tails (dtype loads and stores, the
+// code of one element). Preconditions, not checked here: validate(g) passed; spans and pointers are as
 // large as the public functions require.
 // Thread-safety: pure functions; concurrent calls must not share destinations.
 #pragma once
@@ -16,17 +16,22 @@
 
 namespace kvtier::kernels::detail {
 
-// quantize_block: rows.size() in 1..group_tokens; block holds block_bytes.
+struct Int8Loops;  // quantize_loops.hpp
+
+// The entry points' loops with the table `loops` (the public functions pass
+// default_int8_loops()). quantize_block: rows.size() in 1..group_tokens; block holds block_bytes.
 void quantize_checked(const Int8Geometry& g, std::span<const std::byte* const> rows,
-                      std::byte* block);
+                      std::byte* block, const Int8Loops& loops);
 // dequantize_block: every which[i] < group_tokens; which and out of equal size.
 void dequantize_checked(const Int8Geometry& g, const std::byte* block,
-                        std::span<const std::uint32_t> which, std::span<std::byte* const> out);
+                        std::span<const std::uint32_t> which, std::span<std::byte* const> out,
+                        const Int8Loops& loops);
 // quantize_rows: src whole rows; dst holds blocks_bytes(rows).
-void quantize_rows_checked(const Int8Geometry& g, std::span<const std::byte> src, std::byte* dst);
+void quantize_rows_checked(const Int8Geometry& g, std::span<const std::byte> src, std::byte* dst,
+                           const Int8Loops& loops);
 // dequantize_rows: blocks of `count` rows; dst holds count rows.
 void dequantize_rows_checked(const Int8Geometry& g, const std::byte* blocks, std::size_t count,
-                             std::byte* dst);
+                             std::byte* dst, const Int8Loops& loops);
 
 // ---- element helpers of the loops (quantize.cpp) ----
 
@@ -115,16 +120,6 @@ inline std::uint8_t encode_in_range(float x, float lo, float inv_scale) noexcept
   const float v = (x - lo) * inv_scale;
   const float t = v + 0.5f;
   return static_cast<std::uint8_t>(static_cast<std::int32_t>(t >= 0.0f ? t : 0.0f));
-}
-
-// Calls fn.template operator()<D>() for the geometry's dtype (validated: one of the three).
-template <class Fn>
-void with_dtype(KvDtype dtype, Fn&& fn) {
-  switch (dtype) {
-    case KvDtype::kF16: fn.template operator()<KvDtype::kF16>(); break;
-    case KvDtype::kBf16: fn.template operator()<KvDtype::kBf16>(); break;
-    case KvDtype::kF32: fn.template operator()<KvDtype::kF32>(); break;
-  }
 }
 
 }  // namespace kvtier::kernels::detail

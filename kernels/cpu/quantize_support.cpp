@@ -8,6 +8,7 @@
 
 #include "kvtier/kernels/quantize.hpp"
 #include "quantize_blocks.hpp"
+#include "quantize_loops.hpp"
 
 namespace kvtier::kernels {
 namespace {
@@ -84,7 +85,7 @@ Status quantize_block(const Int8Geometry& g, std::span<const std::byte* const> r
                                                   " rows, need 1.." +
                                                   std::to_string(g.group_tokens));
   }
-  detail::quantize_checked(g, rows, block.data());
+  detail::quantize_checked(g, rows, block.data(), detail::default_int8_loops());
   return {};
 }
 
@@ -103,7 +104,7 @@ Status dequantize_block(const Int8Geometry& g, std::span<const std::byte> block,
                                                     std::to_string(g.group_tokens));
     }
   }
-  detail::dequantize_checked(g, block.data(), which, out);
+  detail::dequantize_checked(g, block.data(), which, out, detail::default_int8_loops());
   return {};
 }
 
@@ -117,7 +118,7 @@ Status quantize_rows(const Int8Geometry& g, std::span<const std::byte> src,
                       "quantize_rows: destination has " + std::to_string(dst.size()) +
                           " bytes, need " + std::to_string(g.blocks_bytes(count)));
   }
-  detail::quantize_rows_checked(g, src, dst.data());
+  detail::quantize_rows_checked(g, src, dst.data(), detail::default_int8_loops());
   return {};
 }
 
@@ -131,7 +132,8 @@ Status dequantize_rows(const Int8Geometry& g, std::span<const std::byte> blocks,
                           std::to_string(count * g.row_bytes()) + " output bytes, got " +
                           std::to_string(blocks.size()) + " and " + std::to_string(dst.size()));
   }
-  detail::dequantize_rows_checked(g, blocks.data(), count, dst.data());
+  detail::dequantize_rows_checked(g, blocks.data(), count, dst.data(),
+                                  detail::default_int8_loops());
   return {};
 }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <random>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "harness.hpp"
@@ -111,12 +112,13 @@ Status run(const RunConfig& config, Reporter& reporter) {
   const double quantize_rate = bytes / median(quantize_seconds);
   const double dequantize_rate = bytes / median(dequantize_seconds);
   const double memcpy_rate = bytes / median(memcpy_seconds);
-  char note[160];
+  char note[200];
+  const std::string_view isa = kernels::int8_isa_name(kernels::int8_isa());
   std::snprintf(note, sizeof(note),
                 "%zu rows x %u heads x %u dim bf16 (%.1f MiB), %d repeats; key max_rel %.4f, "
-                "value max_rel %.4f",
+                "value max_rel %.4f; %.*s loops",
                 kRows, kHeads, kHeadDim, bytes / (1 << 20), repeats, error->keys.max_rel,
-                error->values.max_rel);
+                error->values.max_rel, static_cast<int>(isa.size()), isa.data());
   reporter.progress("quantize_int8", note);
   reporter.report(Measure{"quantize_int8", quantize_rate / memcpy_rate,
                           Figure{"quantize", quantize_rate / 1e9, "GB/s"},

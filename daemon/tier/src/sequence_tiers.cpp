@@ -10,43 +10,18 @@
 #include <string>
 
 #include "kvtier/protocol/check.hpp"
+#include "score_loops.hpp"
 
 namespace kvtier::tier {
 namespace {
 
-// A score is valid when it is +0, -0 or positive and finite. Adding +0 turns -0 into +0 and
-// leaves every other value (NaN included) as it is; after that the valid values are exactly the
-// bit patterns below +inf's, as uint32 (a set sign bit, an all-ones exponent: invalid).
-inline std::uint32_t score_bits(float v) noexcept { return std::bit_cast<std::uint32_t>(v + 0.0f); }
-constexpr std::uint32_t kFirstInvalidBits = 0x7F800000u;  // +inf
-
-// Branch-free reduction over the whole span (vectorizes; no early exit): the common case is a
-// record with no bad value, so finding *which* one is left to first_invalid_score().
-bool all_valid_scores(std::span<const float> values) noexcept {
-  const float* v = values.data();
-  const std::size_t n = values.size();
-  std::uint32_t bad = 0;
-  for (std::size_t i = 0; i < n; ++i) bad |= score_bits(v[i]) >= kFirstInvalidBits ? 1u : 0u;
-  return bad == 0;
-}
+using detail::kFirstInvalidBits;
+using detail::score_bits;
 
 std::size_t first_invalid_score(std::span<const float> values) noexcept {
   std::size_t i = 0;
   while (i < values.size() && score_bits(values[i]) < kFirstInvalidBits) ++i;
   return i;
-}
-
-// s[i] += values[i] unless the token is T3 (its score stays 0). +0 + -0 is +0, so a -0 value can
-// never make a score -0 (which would break key order); a T3 token adds a masked +0. A mask,
-// not a select, so GCC vectorizes it.
-void accumulate_scores(float* __restrict s, const Tier* __restrict t,
-                       std::span<const float> values) noexcept {
-  const float* __restrict v = values.data();
-  const std::size_t n = values.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t keep = 0u - static_cast<std::uint32_t>(t[i] != Tier::kT3);
-    s[i] += std::bit_cast<float>(std::bit_cast<std::uint32_t>(v[i]) & keep);
-  }
 }
 
 std::string fmt_value(float value) {
@@ -134,7 +109,7 @@ Status SequenceTiers::add_scores(std::uint32_t first_position, std::span<const f
                           fmt_value(values[bad - first_position]) + ") is at or beyond max_tokens " +
                           std::to_string(max_tokens_));
   }
-  if (!all_valid_scores(values)) [[unlikely]] {
+  if (!detail::all_valid_scores(values.data(), values.size())) [[unlikely]] {
     const std::size_t i = first_invalid_score(values);
     const float v = values[i];
     const char* what = std::isnan(v) ? "is NaN" : std::isinf(v) ? "is infinite" : "is negative";
@@ -143,7 +118,8 @@ Status SequenceTiers::add_scores(std::uint32_t first_position, std::span<const f
                                                   " (" + fmt_value(v) + ")");
   }
   extend_to(static_cast<std::uint32_t>(end));
-  accumulate_scores(scores_.data() + first_position, tiers_.data() + first_position, values);
+  detail::add_unless_dropped(scores_.data() + first_position, tiers_.data() + first_position,
+                             values.data(), values.size());
   features_.add_recent(first_position, values, tiers_);
   return {};
 }

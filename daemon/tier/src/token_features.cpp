@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <string>
 
+#include "score_loops.hpp"
+
 namespace kvtier::tier {
 namespace {
 
@@ -53,9 +55,8 @@ void TokenFeatures::add_recent(std::uint32_t first, std::span<const float> value
                                std::span<const Tier> tiers) {
   if (!use_recent_ || values.empty()) return;
   apply_pending_decay();
-  float* r = recent_.data() + first;
-  const Tier* t = tiers.data() + first;
-  for (std::size_t i = 0; i < values.size(); ++i) r[i] += t[i] != Tier::kT3 ? values[i] : 0.0f;
+  detail::add_unless_dropped(recent_.data() + first, tiers.data() + first, values.data(),
+                             values.size());
 }
 
 void TokenFeatures::end_step() noexcept {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "kvtier/tier/sequence_tiers.hpp"
@@ -256,6 +257,23 @@ TEST(SequenceTiers, FirstBadScoreOfALongRecordIsNamedAndNothingIsApplied) {
   const Status nan = seq.add_scores(0, values);
   ASSERT_FALSE(nan.has_value());
   EXPECT_THAT(nan.error().message, HasSubstr("score at position 201 is NaN"));
+}
+
+TEST(SequenceTiers, ABadScoreIsFoundInEveryLaneAndTailPosition) {
+  const float bad[] = {-1.0f, std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::quiet_NaN()};
+  for (std::size_t n = 1; n <= 9; ++n) {
+    for (std::size_t at = 0; at < n; ++at) {
+      for (float v : bad) {
+        SequenceTiers seq = make(0);
+        std::vector<float> values(n, -0.0f);
+        values[at] = v;
+        const Status status = seq.add_scores(0, values);
+        ASSERT_FALSE(status.has_value()) << n << " " << at;
+        EXPECT_THAT(status.error().message, HasSubstr("position " + std::to_string(at)));
+      }
+    }
+  }
 }
 
 TEST(SequenceTiers, ExtremeFiniteScoresAreAccepted) {
