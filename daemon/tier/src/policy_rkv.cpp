@@ -1,163 +1,159 @@
 // r_kv: λ·(max-pooled recent attention) − (1 − λ)·softmax(column-mean key cosine similarity with
-// the newest near-duplicate spared) (policy.hpp documents the definition and its cost).
+// the newest near-duplicate spared) (policy.hpp documents the definition, its cost and the
+// sampling bound; rkv_sparing.cpp holds the sparing search).
+//
+// Passes, with candidates compacted in position order (index c): (A) dense recent attention
+// a_c and raw column sums k̂_c·Σ − |k̂_c|² from the sequence's digest sum Σ; the horizon's
+// corrections; (B) e_c = exp(m_c) and the sums Σ e, Σ p; (C) Z_c and its minimum; (D) keys
+// scattered back to range indices. Every pass streams; only (A) reads the digests.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
 #include "kvtier/protocol/check.hpp"
+#include "kvtier/tier/token_features.hpp"
 
 #include "policies.hpp"
+#include "rkv_sparing.hpp"
 
 namespace kvtier::tier::detail {
 namespace {
 
 constexpr std::uint32_t kPoolRadius = 3;  // width-7 max pool (R-KV kernel_size = 7)
 
-// The sparing search compares a row against the horizon's digests in segments of columns stored
-// transposed ([d][column], int16), so the inner loop has a fixed trip count and the compiler
-// vectorizes it at -O2. The first segment is narrow (real keys share a direction, so a row's
-// newest near-duplicate is usually among the very newest candidates and the search stops
-// there); the rest are wide (fewer, longer loops when near-duplicates are rare).
-constexpr std::size_t kFirstWidth = 16;
-constexpr std::size_t kWidth = 64;
-
-struct Segment {
-  std::size_t first = 0;   // horizon column of its first column (0 = newest candidate)
-  std::size_t width = 0;   // kFirstWidth or kWidth (the last one padded with zero columns)
-  std::size_t offset = 0;  // into codes / inv_norms: dim·width codes, width norms
+// Σ split for an exact integer dot with int8 codes: Σ >> shift = hi·2^15 + lo (hi, lo int16), so
+// q·(Σ >> shift) = (q·hi)·2^15 + q·lo, each an int32 sum of int8 × int16 products (pmaddwd).
+struct SplitSum {
+  std::int16_t hi[TokenFeatures::kMaxDigestDim];
+  std::int16_t lo[TokenFeatures::kMaxDigestDim];
+  double unit = 0.0;  // value of one unit of the recombined dot
 };
 
-struct Horizon {
-  std::vector<Segment> segments;
-  std::vector<std::int16_t> codes;
-  std::vector<float> inv_norms;     // 0 for padding columns
-  std::vector<std::size_t> column;  // candidate index per horizon column, newest first
-  std::size_t size = 0;
-};
-
-Horizon build_horizon(const KeyDigestView& dg, const std::vector<std::uint32_t>& cand,
-                      std::size_t size) {
-  Horizon hz;
-  hz.size = size;
-  std::size_t codes = 0;
-  std::size_t norms = 0;
-  for (std::size_t first = 0; first < size;) {
-    const std::size_t width = first == 0 ? kFirstWidth : kWidth;
-    hz.segments.push_back({first, width, norms});
-    codes += dg.dim * width;
-    norms += width;
-    first += width;
+// |Σ >> shift| < 2^30 for every component: |q·hi| <= 256·127·2^15 < 2^31.
+SplitSum split_sum(std::span<const std::int64_t> sum, int sum_shift) {
+  SplitSum out{};
+  std::int64_t peak = 0;
+  for (std::int64_t v : sum) peak = std::max(peak, v < 0 ? -v : v);
+  int shift = 0;
+  while ((peak >> shift) >= (std::int64_t{1} << 30)) ++shift;
+  for (std::size_t d = 0; d < sum.size(); ++d) {
+    const std::int64_t v = sum[d] >> shift;  // floor: the same for every row
+    const std::int64_t hi = v >> 15;
+    out.hi[d] = static_cast<std::int16_t>(hi);
+    out.lo[d] = static_cast<std::int16_t>(v - hi * 32768);
   }
-  hz.codes.assign(codes, 0);
-  hz.inv_norms.assign(norms, 0.0f);
-  hz.column.resize(size);
-  for (const Segment& seg : hz.segments) {
-    for (std::size_t k = 0; k < seg.width && seg.first + k < size; ++k) {
-      const std::size_t c = cand.size() - 1 - (seg.first + k);
-      hz.column[seg.first + k] = c;
-      hz.inv_norms[seg.offset + k] = dg.inv_norms[cand[c]];
-      const std::int8_t* q = dg.codes.data() + std::size_t{cand[c]} * dg.dim;
-      std::int16_t* block = hz.codes.data() + seg.offset * dg.dim;
-      for (std::uint32_t d = 0; d < dg.dim; ++d) block[d * seg.width + k] = q[d];
-    }
-  }
-  return hz;
+  out.unit = std::ldexp(1.0, shift - sum_shift);
+  return out;
 }
 
-// cosine[k] = row_inv · inv_norms[k] · (q · column k) for the kWidthT columns of one segment.
-template <std::size_t kWidthT>
-void segment_cosines(const std::int16_t* block, const float* inv_norms, std::uint32_t dim,
-                     const std::int8_t* q, float row_inv, float* cosine) noexcept {
-  std::int32_t acc[kWidthT] = {};
-  for (std::uint32_t d = 0; d < dim; ++d) {
-    const std::int16_t qd = q[d];  // int16 × int16 → int32: a widening multiply (pmullw/pmulhw)
-    const std::int16_t* col = block + d * kWidthT;
-    for (std::size_t k = 0; k < kWidthT; ++k) acc[k] += std::int32_t{qd} * std::int32_t{col[k]};
+template <std::uint32_t kDim>
+std::int64_t digest_dot(const std::int8_t* q, const SplitSum& s, std::uint32_t dim) noexcept {
+  const std::uint32_t n = kDim != 0 ? kDim : dim;
+  std::int32_t hi = 0;
+  std::int32_t lo = 0;
+  for (std::uint32_t d = 0; d < n; ++d) {
+    const std::int16_t x = q[d];
+    hi += std::int32_t{x} * s.hi[d];
+    lo += std::int32_t{x} * s.lo[d];
   }
-  for (std::size_t k = 0; k < kWidthT; ++k) {
-    cosine[k] = static_cast<float>(acc[k]) * inv_norms[k] * row_inv;
-  }
+  return std::int64_t{hi} * 32768 + lo;
 }
 
-// I over the candidates (index c into `cand`): max pool of width 7 in candidate order, then
-// normalized to sum 1 (all 0 if every a is 0).
-std::vector<double> importance(const RankingContext& ctx, const std::vector<std::uint32_t>& cand) {
-  const std::size_t n = cand.size();
-  std::vector<double> pooled(n);
-  double total = 0.0;
-  for (std::size_t c = 0; c < n; ++c) {
-    const std::size_t lo = c >= kPoolRadius ? c - kPoolRadius : 0;
-    const std::size_t hi = std::min(n - 1, c + kPoolRadius);
-    float best = 0.0f;
-    for (std::size_t k = lo; k <= hi; ++k) best = std::max(best, ctx.recent[cand[k]]);
-    pooled[c] = best;
-    total += best;
-  }
-  for (double& p : pooled) p = total > 0.0 ? p / total : 0.0;
-  return pooled;
-}
-
-// Column means m_c = (1/n)·Σ_i S'_ic, S' = cosine similarity with a zero diagonal and each row's
-// newest near-duplicate (within the horizon) zeroed.
-std::vector<double> column_means(const RankingContext& ctx,
-                                 const std::vector<std::uint32_t>& cand) {
-  const std::size_t n = cand.size();
-  std::vector<double> m(n, 0.0);
+// Pass A: a[c] = recent attention, m[c] = Σ_{i≠c} S_ic = k̂_c·Σ − |k̂_c|² (|k̂_c|² = 1, or 0
+// for a zero digest) of each candidate c, in position order.
+template <std::uint32_t kDim>
+std::uint32_t compact(const RankingContext& ctx, const SplitSum& sigma, float* a, float* m) noexcept {
   const KeyDigestView& dg = ctx.digests;
-  if (dg.dim == 0 || n == 0) return m;
-  const std::uint32_t dim = dg.dim;
-  auto row = [&](std::size_t c) { return dg.codes.data() + std::size_t{cand[c]} * dim; };
-  auto inv = [&](std::size_t c) { return static_cast<double>(dg.inv_norms[cand[c]]); };
+  const auto size = static_cast<std::uint32_t>(ctx.tiers.size());
+  std::uint32_t c = 0;
+  for (std::uint32_t i = 0; i < size; ++i) {
+    if (!ctx.is_candidate(i)) continue;
+    a[c] = ctx.recent[i];
+    const double inv = dg.inv_norms[i];
+    const std::int64_t dot = digest_dot<kDim>(dg.codes.data() + std::size_t{i} * dg.dim, sigma, dg.dim);
+    m[c] = static_cast<float>(inv * (static_cast<double>(dot) * sigma.unit) - (inv > 0.0 ? 1.0 : 0.0));
+    ++c;
+  }
+  return c;
+}
 
-  // Σ_i S_ic over all i (diagonal included) = k̂_c · Σ_i k̂_i; the diagonal adds |k̂_c|² = 1
-  // (0 for a zero digest).
-  std::vector<double> sum(dim, 0.0);
-  for (std::size_t c = 0; c < n; ++c) {
-    const std::int8_t* q = row(c);
-    const double w = inv(c);
-    for (std::uint32_t d = 0; d < dim; ++d) sum[d] += w * q[d];
+std::uint32_t compact_any(const RankingContext& ctx, const SplitSum& sigma, float* a, float* m) {
+  switch (ctx.digests.dim) {
+    case 16: return compact<16>(ctx, sigma, a, m);
+    case 32: return compact<32>(ctx, sigma, a, m);
+    case 64: return compact<64>(ctx, sigma, a, m);
+    case 128: return compact<128>(ctx, sigma, a, m);
+    default: return compact<0>(ctx, sigma, a, m);
   }
-  for (std::size_t c = 0; c < n; ++c) {
-    const std::int8_t* q = row(c);
-    double s = 0.0;
-    for (std::uint32_t d = 0; d < dim; ++d) s += static_cast<double>(q[d]) * sum[d];
-    m[c] = inv(c) * s - (inv(c) > 0.0 ? 1.0 : 0.0);
-  }
+}
 
-  // Sparing: row i's newest near-duplicate j (searched newest first among the horizon newest
-  // candidates) loses S_ij from its column.
-  const std::size_t horizon = std::min<std::size_t>(ctx.params->redundancy_horizon, n);
-  const double threshold = ctx.params->rkv_threshold;
-  const Horizon hz = build_horizon(dg, cand, horizon);
-  float cosine[kWidth];
-  for (std::size_t i = 0; i < n; ++i) {
-    const double wi = inv(i);
-    if (wi == 0.0) continue;  // a zero digest is similar to nothing
-    const std::int8_t* qi = row(i);
-    bool found = false;
-    for (std::size_t s = 0; !found && s < hz.segments.size(); ++s) {
-      const Segment& seg = hz.segments[s];
-      const std::int16_t* block = hz.codes.data() + seg.offset * dim;
-      const float* norms = hz.inv_norms.data() + seg.offset;
-      if (seg.width == kFirstWidth) {
-        segment_cosines<kFirstWidth>(block, norms, dim, qi, static_cast<float>(wi), cosine);
-      } else {
-        segment_cosines<kWidth>(block, norms, dim, qi, static_cast<float>(wi), cosine);
-      }
-      const std::size_t end = std::min(seg.width, horizon - seg.first);
-      for (std::size_t k = 0; k < end; ++k) {
-        const std::size_t j = hz.column[seg.first + k];
-        if (static_cast<double>(cosine[k]) > threshold && j != i) {
-          m[j] -= static_cast<double>(cosine[k]);
-          found = true;
-          break;
-        }
-      }
-    }
+// Σ_c k̂_c over the candidates as fixed point: the sequence's exact sum when the context
+// carries it, else summed from the rows (a context built by hand) in units of 2^-40.
+SplitSum digest_sum(const RankingContext& ctx) {
+  const KeyDigestView& dg = ctx.digests;
+  if (!dg.sum.empty()) {
+    KVTIER_CHECK(dg.sum.size() == dg.dim, "r_kv: digest sum of the wrong dimension");
+    return split_sum(dg.sum, dg.sum_shift);
   }
-  const double scale = 1.0 / static_cast<double>(n);
-  for (double& x : m) x *= scale;
-  return m;
+  constexpr int kShift = 40;
+  std::vector<std::int64_t> sum(dg.dim, 0);
+  for (std::size_t i = 0; i < ctx.tiers.size(); ++i) {
+    if (!ctx.is_candidate(i)) continue;
+    const std::int8_t* q = dg.codes.data() + i * dg.dim;
+    const std::int64_t w = std::llround(std::ldexp(static_cast<double>(dg.inv_norms[i]), kShift));
+    for (std::uint32_t d = 0; d < dg.dim; ++d) sum[d] += w * q[d];
+  }
+  return split_sum(sum, kShift);
+}
+
+// The horizon: range indices of the `count` newest candidates, newest first.
+std::vector<std::uint32_t> newest_candidates(const RankingContext& ctx, std::size_t count) {
+  std::vector<std::uint32_t> out;
+  out.reserve(count);
+  for (std::size_t i = ctx.tiers.size(); i > 0 && out.size() < count; --i) {
+    if (ctx.is_candidate(i - 1)) out.push_back(static_cast<std::uint32_t>(i - 1));
+  }
+  return out;
+}
+
+// a[c] := max(a[c−3..c+3]) (width-7 max pool in candidate order, clipped at both ends), in place:
+// the three originals to the left ride along in registers. a >= 0, so 0 pads the ends.
+void max_pool(float* a, std::uint32_t n) noexcept {
+  float l3 = 0.0f;
+  float l2 = 0.0f;
+  float l1 = 0.0f;
+  auto step = [&](std::uint32_t c, float right) {
+    const float x = a[c];
+    a[c] = std::max(std::max(std::max(l3, l2), std::max(l1, x)), right);
+    l3 = l2;
+    l2 = l1;
+    l1 = x;
+  };
+  std::uint32_t c = 0;
+  for (; c + kPoolRadius < n; ++c) step(c, std::max(std::max(a[c + 1], a[c + 2]), a[c + 3]));
+  for (; c < n; ++c) {
+    float right = 0.0f;
+    for (std::uint32_t k = c + 1; k < n; ++k) right = std::max(right, a[k]);
+    step(c, right);
+  }
+}
+
+// e^x in float for |x| <= 80 (callers pass |x| <= 3): x = k·ln 2 + r with |r| <= ln 2 / 2, e^r by
+// its degree-6 Taylor polynomial (truncation < 2^-23 relative), 2^k from the exponent bits. Within
+// a few ulp of std::exp, and plain arithmetic, so loops over it vectorize.
+inline float exp_small(float x) noexcept {
+  constexpr float kLog2e = 1.44269504f;
+  constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 = hi + lo, hi with a short mantissa
+  constexpr float kLn2Lo = 1.428606765330187e-06f;
+  constexpr float kRound = 12582912.0f;  // 1.5·2^23: adding it rounds to an integer
+  x = std::clamp(x, -80.0f, 80.0f);
+  const float k = (x * kLog2e + kRound) - kRound;
+  const float r = (x - k * kLn2Hi) - k * kLn2Lo;
+  const float p =
+      1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+  const auto bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(k) + 127) << 23;
+  return p * std::bit_cast<float>(bits);
 }
 
 }  // namespace
@@ -166,29 +162,79 @@ std::span<const float> RKvPolicy::rank(const RankingContext& ctx,
                                        std::vector<float>& scratch) const {
   const std::size_t size = ctx.tiers.size();
   KVTIER_CHECK(ctx.recent.size() == size, "r_kv: recent attention missing from the ranking context");
-  scratch.assign(size, 0.0f);
-  std::vector<std::uint32_t> cand;
-  cand.reserve(ctx.candidates);
-  for (std::size_t i = 0; i < size; ++i) {
-    if (ctx.is_candidate(i)) cand.push_back(static_cast<std::uint32_t>(i));
+  scratch.resize(size);
+  const std::uint32_t n = ctx.candidates;
+  if (n == 0) {
+    std::fill(scratch.begin(), scratch.end(), 0.0f);
+    return scratch;
   }
-  KVTIER_CHECK(cand.size() == ctx.candidates, "r_kv: candidate count mismatch");
-  const std::size_t n = cand.size();
-  if (n == 0) return scratch;
+  std::vector<float> local;
+  std::vector<float>& aux = ctx.workspace != nullptr ? *ctx.workspace : local;
+  aux.resize(n);
+  float* a = aux.data();      // recent attention per candidate
+  float* m = scratch.data();  // [0, n): m, then e, then Z; scattered to range indices at the end
 
-  const std::vector<double> imp = importance(ctx, cand);
-  std::vector<double> red = column_means(ctx, cand);
-  // Softmax over U, shifted by the maximum for stability.
-  const double peak = *std::max_element(red.begin(), red.end());
-  double z = 0.0;
-  for (double& r : red) z += (r = std::exp(r - peak));
-  const double lambda = ctx.params->rkv_lambda;
-  double lowest = std::numeric_limits<double>::infinity();
-  for (std::size_t c = 0; c < n; ++c) {
-    red[c] = lambda * imp[c] - (1.0 - lambda) * (red[c] / z);  // red now holds Z
-    lowest = std::min(lowest, red[c]);
+  // (A) Column sums over every row (diagonal excluded), then the sparing corrections of the
+  // horizon columns.
+  const KeyDigestView& dg = ctx.digests;
+  std::uint32_t counted = 0;
+  if (dg.dim != 0) {
+    counted = compact_any(ctx, digest_sum(ctx), a, m);
+    const std::vector<std::uint32_t> horizon =
+        newest_candidates(ctx, std::min<std::size_t>(ctx.params->redundancy_horizon, n));
+    const std::vector<double> spared = sparing_corrections(ctx, horizon);
+    for (std::size_t k = 0; k < horizon.size(); ++k) {
+      m[n - 1 - k] = static_cast<float>(static_cast<double>(m[n - 1 - k]) - spared[k]);
+    }
+  } else {
+    for (std::size_t i = 0; i < size; ++i) {
+      if (ctx.is_candidate(i)) a[counted++] = ctx.recent[i];
+    }
+    std::fill_n(m, n, 0.0f);  // no digests: similar to nothing, R uniform
   }
-  for (std::size_t c = 0; c < n; ++c) scratch[cand[c]] = static_cast<float>(red[c] - lowest);
+  KVTIER_CHECK(counted == n, "r_kv: candidate count mismatch");
+
+  max_pool(a, n);  // a is now p
+
+  // (B) Softmax numerators. m_c = column sum / n lies in [-1, 1] (a mean of cosines; a sampled
+  // correction can reach -2), so exp needs no shift for stability. Sums in kLanes partial sums
+  // (added in a fixed order) so no single dependency chain sets the pace.
+  constexpr std::uint32_t kLanes = 4;
+  const double inv_n = 1.0 / static_cast<double>(n);
+  double pooled_lanes[kLanes] = {};
+  double exp_lanes[kLanes] = {};
+  const auto inv_nf = static_cast<float>(inv_n);
+  for (std::uint32_t c = 0; c < n; ++c) m[c] = exp_small(m[c] * inv_nf);
+  for (std::uint32_t c = 0; c < n; ++c) {
+    exp_lanes[c % kLanes] += m[c];
+    pooled_lanes[c % kLanes] += a[c];
+  }
+  const double pooled_total = (pooled_lanes[0] + pooled_lanes[1]) + (pooled_lanes[2] + pooled_lanes[3]);
+  const double exp_total = (exp_lanes[0] + exp_lanes[1]) + (exp_lanes[2] + exp_lanes[3]);
+
+  // (C) Z_c = λ·I_c − (1 − λ)·R_c with I = p / Σp (0 if Σp = 0) and R = e / Σe.
+  const double lambda = ctx.params->rkv_lambda;
+  const auto wi = static_cast<float>(pooled_total > 0.0 ? lambda / pooled_total : 0.0);
+  const auto wr = static_cast<float>((1.0 - lambda) / exp_total);
+  float lowest_lanes[kLanes];
+  std::fill_n(lowest_lanes, kLanes, std::numeric_limits<float>::infinity());
+  for (std::uint32_t c = 0; c < n; ++c) {
+    m[c] = wi * a[c] - wr * m[c];
+    lowest_lanes[c % kLanes] = std::min(lowest_lanes[c % kLanes], m[c]);
+  }
+  const float lowest = std::min(std::min(lowest_lanes[0], lowest_lanes[1]),
+                                std::min(lowest_lanes[2], lowest_lanes[3]));
+
+  // (D) key = Z − min Z at the candidate's range index. Backwards: range index i >= candidate
+  // index c, so m[c] is read before anything at or below it is overwritten.
+  std::uint32_t c = n;
+  for (std::size_t i = size; i > 0; --i) {
+    if (ctx.is_candidate(i - 1)) {
+      scratch[i - 1] = m[--c] - lowest;
+    } else {
+      scratch[i - 1] = 0.0f;
+    }
+  }
   return scratch;
 }
 

@@ -157,7 +157,7 @@ const Decision& SequenceTiers::decide() {
   ctx.tiers = {tiers, size};
   ctx.recent = features_.recent(first, size);
   ctx.value_ranges = features_.value_ranges(first, size);
-  ctx.digests = features_.digests(first, size);
+  ctx.digests = features_.ranked_digests(first, first + size, length());
   ctx.first_position = first;
   ctx.candidate_mask = mask;
   ctx.candidates = n;
@@ -165,6 +165,7 @@ const Decision& SequenceTiers::decide() {
   ctx.evict_budget = budget.evict;
   ctx.step = step_;
   ctx.params = &params_;
+  ctx.workspace = &rank_workspace_;
   const std::span<const float> keys = policy_->rank(ctx, key_scratch_);
   KVTIER_CHECK(keys.size() == size, "policy returned keys for a different range");
 

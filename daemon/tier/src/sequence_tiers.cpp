@@ -24,6 +24,14 @@ std::size_t first_invalid_score(std::span<const float> values) noexcept {
   return i;
 }
 
+// The first position that can ever be managed (managed_first() once the sequence is that long),
+// clamped to max_tokens.
+std::uint32_t sum_first(std::uint32_t prompt_length, const TierParams& params,
+                        std::uint32_t max_tokens) {
+  const std::uint64_t prompt = protects_prompt(params) ? prompt_length : 0;
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(prompt + params.sink_tokens, max_tokens));
+}
+
 std::string fmt_value(float value) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(value));
@@ -50,7 +58,7 @@ SequenceTiers::SequenceTiers(std::uint32_t prompt_length, const TierParams& para
                              std::uint32_t max_tokens)
     : params_(params),
       policy_(make_policy(params.policy)),
-      features_(params),
+      features_(params, sum_first(prompt_length, params, max_tokens), max_tokens),
       prompt_length_(prompt_length),
       max_tokens_(max_tokens) {
   extend_to(prompt_length);
@@ -95,7 +103,7 @@ Status SequenceTiers::add_key_digests(std::uint32_t first_position, std::span<co
   if (auto status = check_range(first_position, rows, "key digest"); !status) return status;
   if (rows == 0) return {};
   extend_to(static_cast<std::uint32_t>(first_position + rows));
-  return features_.set_key_digests(first_position, keys, dim);
+  return features_.set_key_digests(first_position, keys, dim, tiers_);
 }
 
 Status SequenceTiers::add_scores(std::uint32_t first_position, std::span<const float> values) {
@@ -163,10 +171,10 @@ void SequenceTiers::apply(const TierMove& move) {
   --counts_[tier_index(move.from)];
   ++counts_[tier_index(move.to)];
   tier = move.to;
+  features_.moved(move.position, move.from, move.to);
   if (move.to == Tier::kT3) {
     ++destroyed_;
     scores_[move.position] = 0.0f;
-    features_.clear(move.position);
   }
 }
 
@@ -211,7 +219,8 @@ double SequenceTiers::destroyed_fraction() const noexcept {
 
 std::size_t SequenceTiers::metadata_bytes() const noexcept {
   return scores_.capacity() * sizeof(float) + tiers_.capacity() * sizeof(Tier) +
-         features_.bytes() + key_scratch_.capacity() * sizeof(float);
+         features_.bytes() +
+         (key_scratch_.capacity() + rank_workspace_.capacity()) * sizeof(float);
 }
 
 std::size_t SequenceTiers::metadata_bytes_per_token() const noexcept {

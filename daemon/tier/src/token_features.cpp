@@ -2,6 +2,7 @@
 #include "kvtier/tier/token_features.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -24,11 +25,22 @@ Status unused(PolicyKind policy, std::string_view what) {
 
 }  // namespace
 
-TokenFeatures::TokenFeatures(const TierParams& params)
+TokenFeatures::TokenFeatures(const TierParams& params, std::uint32_t sum_first,
+                             std::uint32_t max_tokens)
     : use_recent_(policy_traits(params.policy).uses_recent_attention),
       use_ranges_(policy_traits(params.policy).uses_value_ranges),
       use_digests_(policy_traits(params.policy).uses_key_digests),
-      policy_(params.policy) {
+      policy_(params.policy),
+      sum_first_(sum_first),
+      // decide()'s candidate mask: the prototype ranks only T0, the other modes every live tier.
+      count_mask_(params.mode == EvictionMode::kPaperPrototype
+                      ? std::uint8_t{1u << tier_index(Tier::kT0)}
+                      : static_cast<std::uint8_t>((1u << tier_index(Tier::kT0)) |
+                                                  (1u << tier_index(Tier::kT1)) |
+                                                  (1u << tier_index(Tier::kT2)))),
+      // |code·w| <= 2^shift + 64 per row (|code|·inv_norm <= 1), so max_tokens rows stay below
+      // 2^63.
+      sum_shift_(62 - std::bit_width(max_tokens)) {
   const std::uint32_t window = effective_recent_window(params);
   rho_ = window > 0 ? static_cast<float>(1.0 - 1.0 / static_cast<double>(window)) : 0.0f;
 }
@@ -113,16 +125,29 @@ Status TokenFeatures::check_key_digests(std::uint32_t first, std::span<const flo
   return {};
 }
 
+void TokenFeatures::add_row(std::vector<std::int64_t>& sum, std::uint32_t position,
+                            std::int64_t sign) const {
+  const float inv = digest_inv_norms_[position];
+  if (inv == 0.0f) return;  // a zero row adds nothing
+  const std::int64_t w = sign * std::llround(std::ldexp(static_cast<double>(inv), sum_shift_));
+  const std::int8_t* q = digest_codes_.data() + std::size_t{position} * digest_dim_;
+  for (std::uint32_t d = 0; d < digest_dim_; ++d) sum[d] += w * q[d];
+}
+
 Status TokenFeatures::set_key_digests(std::uint32_t first, std::span<const float> keys,
-                                      std::uint32_t dim) {
+                                      std::uint32_t dim, std::span<const Tier> tiers) {
   if (auto status = check_key_digests(first, keys, dim); !status) return status;
   if (digest_dim_ == 0) {
     digest_dim_ = dim;
     digest_codes_.assign(std::size_t{length_} * dim, 0);
     digest_inv_norms_.assign(length_, 0.0f);
+    digest_sum_.assign(dim, 0);
   }
   const std::size_t rows = keys.size() / dim;
   for (std::size_t r = 0; r < rows; ++r) {
+    const auto position = static_cast<std::uint32_t>(first + r);
+    const bool in_sum = counted(position, tiers[position]);
+    if (in_sum) add_row(digest_sum_, position, -1);  // the row it replaces
     const float* x = keys.data() + r * dim;
     float max_abs = 0.0f;
     for (std::uint32_t d = 0; d < dim; ++d) max_abs = std::max(max_abs, std::fabs(x[d]));
@@ -137,11 +162,18 @@ Status TokenFeatures::set_key_digests(std::uint32_t first, std::span<const float
     }
     digest_inv_norms_[first + r] =
         norm2 > 0 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(norm2))) : 0.0f;
+    if (in_sum) add_row(digest_sum_, position, +1);
   }
   return {};
 }
 
-void TokenFeatures::clear(std::uint32_t position) noexcept {
+void TokenFeatures::moved(std::uint32_t position, Tier from, Tier to) noexcept {
+  if (use_digests_ && digest_dim_ != 0) {
+    const bool was = counted(position, from);
+    const bool is = to != Tier::kT3 && counted(position, to);
+    if (was != is) add_row(digest_sum_, position, is ? +1 : -1);
+  }
+  if (to != Tier::kT3) return;
   if (use_recent_) recent_[position] = 0.0f;
   if (use_ranges_) ranges_[position] = 0.0f;
   if (use_digests_ && digest_dim_ != 0) {
@@ -167,6 +199,21 @@ KeyDigestView TokenFeatures::digests(std::uint32_t first, std::uint32_t size) co
   return {{digest_codes_.data() + std::size_t{first} * digest_dim_, std::size_t{size} * digest_dim_},
           {digest_inv_norms_.data() + first, size},
           digest_dim_};
+}
+
+KeyDigestView TokenFeatures::ranked_digests(std::uint32_t first, std::uint32_t last,
+                                            std::uint32_t length) {
+  KeyDigestView view = digests(first, last - first);
+  if (view.dim == 0) return view;
+  candidate_sum_ = digest_sum_;
+  if (first < last) {
+    for (std::uint32_t p = std::max(last, sum_first_); p < length; ++p) {
+      add_row(candidate_sum_, p, -1);  // protected window rows are T0, hence counted
+    }
+  }
+  view.sum = candidate_sum_;
+  view.sum_shift = sum_shift_;
+  return view;
 }
 
 std::size_t TokenFeatures::bytes() const noexcept {

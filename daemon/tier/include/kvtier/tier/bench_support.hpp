@@ -40,7 +40,9 @@ struct DecisionTiming {
 
 // Times both on n tokens of bench_scores(n, seed); nth_element splits at the same T0 cut
 // (n − T0 budget). The decision always starts from the all-T0 state, its most expensive case
-// (about half the tokens move). repeats >= 1.
+// (about half the tokens move). Under r_kv each timed decision also includes rewriting the key
+// digests of params.interval managed tokens: the steady state of one decision, whose digest
+// sum is maintained at ingest, plus a full ranking of every candidate. repeats >= 1.
 Result<DecisionTiming> time_decision(std::uint32_t n, const TierParams& params, std::uint64_t seed,
                                      int repeats);
 

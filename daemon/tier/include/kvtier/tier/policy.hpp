@@ -49,10 +49,27 @@
 //                    near-duplicate is spared); rows with no such j in the horizon spare nothing;
 //                    m_j = (1/|U|)·Σ_i S_ij (column mean);  R_j = softmax over U of m;
 //                    key = Z_j − min_U Z (a shift that keeps the order and makes keys >= 0).
-//                  Cost: O(|U|·dim) for the column sums (Σ_i S_ij = k̂_j·Σ_i k̂_i − |k̂_j|²), plus
-//                  at most |U|·horizon digest dot products for the sparing search (newest 16
-//                  first, so rows whose near-duplicate is recent stop early); transient memory
-//                  ~24 B per candidate + horizon·(2·dim + 12) B during rank(). Differences
+//                  Evaluation: Σ_i S_ij = k̂_j·Σ_U k̂ − |k̂_j|², with Σ_U k̂ kept exactly (integer
+//                  fixed point, 2^-(62 − bit_width(max_tokens)) per unit) by the sequence as
+//                  digests, tiers and evictions change (token_features.hpp), so a decision
+//                  reads it in O(window·dim) instead of summing |U| rows; the dot k̂_j·Σ is
+//                  exact in integers, m and Z are then rounded to float, e^m is a float
+//                  polynomial within 3 ulp. Sparing: with |U| <= 2048 every row searches (the
+//                  definition exactly); above, 2048 rows drawn uniformly with replacement from U
+//                  (hash of seed and step) each stand for |U|/2048 rows. Only the horizon's
+//                  columns are corrected, so only their m is estimated: each is a mean of
+//                  2048 i.i.d. terms in [min(0, rkv_threshold), 1], hence by Hoeffding
+//                  |m̂_j − m_j| <= ε = w·sqrt(ln(2/δ)/4096) with probability >= 1 − δ per column
+//                  (w = 1 − min(0, rkv_threshold); δ = 1e-6: ε = 0.06·w; the standard deviation
+//                  is at most 0.011·w). If every horizon column is within ε, e^m̂ is within a
+//                  factor e^±ε of e^m for every j, Σe too, so R̂_j / R_j ∈ [e^-2ε, e^2ε] and
+//                  |Ẑ_j − Z_j| <= (1 − λ)·R_j·(e^2ε − 1); the other columns' m are exact.
+//                  Cost per decision: one pass over the |U| digests (dim bytes each) for the
+//                  dots, at most min(|U|, 2048)·horizon digest dot products for the sparing
+//                  (newest 16 first, so rows whose near-duplicate is recent stop early), and
+//                  three streaming passes over 8 B per candidate; memory: 4 B per candidate
+//                  kept between decisions (the workspace) + horizon·(2·dim + 12) B transient.
+//                  Differences
 //                  from the R-KV code: rows and columns are U only (not the window), GQA-max
 //                  logits are the client's score reduction, no near-duplicate means nothing is
 //                  spared (the code's argmax-of-zeros zeroes column 0), the search is bounded by
@@ -77,10 +94,19 @@ namespace kvtier::tier {
 
 // Per-token key digests of a range: row i is codes[i·dim, (i+1)·dim) (int8, scaled so the largest
 // magnitude is 127) and inv_norms[i] = 1 / |row i| (0 for a zero row or a token with no digest).
+// sum, when not empty, is Σ over the candidates of k̂ = code·inv_norm as exact fixed point (dim
+// components in units of 2^-sum_shift; token_features.hpp); empty: rank() sums the rows itself.
 struct KeyDigestView {
+  KeyDigestView() = default;
+  // Rows only (no sum).
+  KeyDigestView(std::span<const std::int8_t> c, std::span<const float> norms, std::uint32_t d)
+      : codes(c), inv_norms(norms), dim(d) {}
+
   std::span<const std::int8_t> codes;
   std::span<const float> inv_norms;
   std::uint32_t dim = 0;  // 0: no digests at all
+  std::span<const std::int64_t> sum;
+  int sum_shift = 0;
 };
 
 // Everything a policy may read, over the managed range [first_position, first_position + size).
@@ -97,6 +123,9 @@ struct RankingContext {
   std::uint32_t evict_budget = 0;   // n_evict
   std::uint64_t step = 0;           // decode step of the decision (seeds the randomness)
   const TierParams* params = nullptr;
+  // A buffer the sequence keeps between decisions for a policy's temporaries (r_kv: 4 B per
+  // candidate), so large decisions do not fault in fresh pages each time; null: rank() allocates.
+  std::vector<float>* workspace = nullptr;
 
   bool is_candidate(std::size_t i) const noexcept {
     return ((candidate_mask >> tier_index(tiers[i])) & 1u) != 0;

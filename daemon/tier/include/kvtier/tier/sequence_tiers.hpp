@@ -57,7 +57,8 @@
 //
 // Memory: 5 bytes per token (float score + 1-byte tier; kMetadataBytesPerToken) under paper,
 // h2o, streaming_llm and random; vase 13, r_kv 13 + digest dim (policy_bytes_per_token). Policies
-// other than paper and h2o keep a 4-byte-per-managed-token key scratch between decisions. Between
+// other than paper and h2o keep a 4-byte-per-managed-token key scratch between decisions, r_kv
+// 4 more per candidate (its ranking workspace) and an exact digest sum (8 B per dim). Between
 // decide() and commit()/rollback() only, a move buffer of 8 bytes per candidate is reserved, of
 // which only the pages holding actual moves are ever touched (above 32 MiB, on huge pages where
 // the kernel grants them).
@@ -246,6 +247,7 @@ class SequenceTiers {
   std::unique_ptr<const RankingPolicy> policy_;
   TokenFeatures features_;
   std::vector<float> key_scratch_;
+  std::vector<float> rank_workspace_;  // RankingContext::workspace (r_kv only)
   std::uint32_t prompt_length_;
   std::uint32_t max_tokens_;
   std::vector<float> scores_;

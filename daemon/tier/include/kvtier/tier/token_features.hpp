@@ -14,6 +14,15 @@
 // inverse norm of the int8 row: dim + 4 bytes per token. The dimension is fixed by the first
 // add_key_digests call.
 //
+// Digest sum (r_kv's column sums, policy.hpp): an exact fixed-point Σ of the normalized digests
+// k̂_p over the "counted" positions p >= sum_first whose tier is in the candidate mask of
+// SequenceTiers::decide() (T0/T1/T2; T0 only in kPaperPrototype). Row p adds
+// code[d]·w_p to component d, w_p = round(inv_norm_p·2^shift), shift = 62 − bit_width(max_tokens)
+// (so |Σ| < 2^63 even with every position counted). Integers make the sum order-independent:
+// it is kept up to date by every digest write, tier move and destruction in O(dim) each, and is
+// bit-identical to a sum rebuilt from the current digests and tiers (a restored sequence starts
+// with no digests and a zero sum, so it needs no rebuild). decide() reads it in O(window·dim).
+//
 // Thread-safety: none (owned by one SequenceTiers).
 #pragma once
 
@@ -32,7 +41,9 @@ class TokenFeatures {
  public:
   static constexpr std::uint32_t kMaxDigestDim = 256;
 
-  explicit TokenFeatures(const TierParams& params);
+  // sum_first: the first position that can ever be a candidate (the protected prefix ends there);
+  // max_tokens: the sequence's bound, which sizes the digest sum's fixed point.
+  TokenFeatures(const TierParams& params, std::uint32_t sum_first, std::uint32_t max_tokens);
 
   // Grows every enabled feature to `length` tokens (new entries 0).
   void resize(std::uint32_t length);
@@ -49,19 +60,26 @@ class TokenFeatures {
   // [1, kMaxDigestDim], keys.size() not a multiple of dim, dim differing from the first call's).
   // Nothing is stored on error. Precondition: the positions are < the resized length.
   Status set_value_ranges(std::uint32_t first, std::span<const float> ranges);
-  Status set_key_digests(std::uint32_t first, std::span<const float> keys, std::uint32_t dim);
+  // tiers: the sequence's committed tiers (they decide which rows the digest sum counts).
+  Status set_key_digests(std::uint32_t first, std::span<const float> keys, std::uint32_t dim,
+                         std::span<const Tier> tiers);
   // Input validation only, so a caller can check before extending the sequence.
   Status check_value_ranges(std::uint32_t first, std::span<const float> ranges) const;
   Status check_key_digests(std::uint32_t first, std::span<const float> keys,
                            std::uint32_t dim) const;
 
-  // A token was destroyed: its features become 0.
-  void clear(std::uint32_t position) noexcept;
+  // A committed tier change. To T3 (destroyed): every feature of the token becomes 0. The digest
+  // sum drops or takes the row where the move changes whether the tier is counted.
+  void moved(std::uint32_t position, Tier from, Tier to) noexcept;
 
   // Views over [first, first + size) for a RankingContext (empty for disabled features).
   std::span<const float> recent(std::uint32_t first, std::uint32_t size) const noexcept;
   std::span<const float> value_ranges(std::uint32_t first, std::uint32_t size) const noexcept;
   KeyDigestView digests(std::uint32_t first, std::uint32_t size) const noexcept;
+  // digests(first, last − first) plus the digest sum over the candidates of a decision: the
+  // counted rows minus those of the protected window [last, length) (all T0). The sum lives in
+  // this object until the next call. Precondition: first >= sum_first or first == last.
+  KeyDigestView ranked_digests(std::uint32_t first, std::uint32_t last, std::uint32_t length);
 
   std::uint32_t digest_dim() const noexcept { return digest_dim_; }
   // Heap bytes held (capacity).
@@ -69,6 +87,11 @@ class TokenFeatures {
 
  private:
   void apply_pending_decay() noexcept;
+  bool counted(std::uint32_t position, Tier tier) const noexcept {
+    return position >= sum_first_ && ((count_mask_ >> tier_index(tier)) & 1u) != 0;
+  }
+  // Adds (sign +1) or removes (-1) row `position` from `sum`.
+  void add_row(std::vector<std::int64_t>& sum, std::uint32_t position, std::int64_t sign) const;
 
   bool use_recent_;
   bool use_ranges_;
@@ -82,6 +105,11 @@ class TokenFeatures {
   std::vector<float> ranges_;
   std::vector<std::int8_t> digest_codes_;
   std::vector<float> digest_inv_norms_;
+  std::uint32_t sum_first_;
+  std::uint8_t count_mask_;  // tiers the digest sum counts (decide()'s candidate mask)
+  int sum_shift_;
+  std::vector<std::int64_t> digest_sum_;     // dim components once digests exist
+  std::vector<std::int64_t> candidate_sum_;  // ranked_digests()' result
 };
 
 }  // namespace kvtier::tier
