@@ -50,7 +50,7 @@ def run_one(model, prompt, new: int, kind: str, socket: str, beta: float | None,
     tiered = None
     if kind == "tiered":
         tiered = TieredCache(model, socket_path=socket, max_length=prompt.shape[1] + new, hbm_ratio=beta,
-                             evict_ratio=0.0)
+                             evict_ratio=0.0, eos_token_id=[])  # generate() runs past EOS here
         cache = tiered
     else:
         cache = DynamicCache(config=model.config, offloading=kind == "offloading")

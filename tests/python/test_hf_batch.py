@@ -77,3 +77,20 @@ def test_rows_that_end_early_close_their_sequences(daemon):
             assert len(client.sequences) == len(LENGTHS) - cache.stats.sequences_closed
     assert torch.equal(tokens, reference)
     release_model(model)
+
+
+def test_a_masked_token_inside_a_prompt_stays_masked(daemon):
+    """generate() masks every pad id of a prompt (here one inside it, as a chat template's end
+    token can be); the cache keeps such a token as a position transformers' mask hides."""
+    model = make_model("sdpa")
+    prompt = torch.randint(1, 128, (1, 16), generator=torch.Generator().manual_seed(11))
+    prompt[0, 6] = PAD
+    with torch.no_grad():
+        reference = model.generate(prompt, max_new_tokens=NEW, do_sample=False, pad_token_id=PAD)
+        with TieredCache(model, socket_path=daemon.socket, max_length=16 + NEW, hbm_ratio=0.3, **TIERING) as cache:
+            tokens = model.generate(prompt, past_key_values=cache, max_new_tokens=NEW, do_sample=False,
+                                    pad_token_id=PAD)
+            assert cache.rows[0].pad == 0 and list(cache.rows[0].hidden) == [6]
+            assert cache.stats.rows_offloaded > 0
+    assert torch.equal(tokens, reference)
+    release_model(model)

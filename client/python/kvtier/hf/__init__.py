@@ -28,7 +28,7 @@ r_kv its key digest (a middle layer's head-mean key) as features.
 
 Batches. Each row is its own kvtier sequence (left padding: the padding is not part of it); a
 row whose next input is an end-of-sequence token (``eos_token_id``, default the model's
-generation config) closes its sequence at once.
+generation config; ``[]`` when generate() is told to run past it) closes its sequence at once.
 
 Devices. CPU tensors use libkvtier's CPU executor, CUDA tensors its CUDA executor (the wheel
 builds it where nvcc is found): the engine's current stream is bound to each sequence and layer

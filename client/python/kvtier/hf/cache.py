@@ -82,7 +82,7 @@ class TieredCache(Cache):
         self._stats = TieredCacheStats()
         self._length = 0  # keys in the batch index space (padding included)
         self._forward: dict[str, Any] | None = None
-        self._pads: np.ndarray | None = None
+        self._prompt_mask: np.ndarray | None = None  # [batch, prompt] of the first forward
         self._await_plan = False
         self._model_attention = model.config._attn_implementation
         model.set_attn_implementation(attention.implementation_for(self._model_attention))
@@ -158,10 +158,7 @@ class TieredCache(Cache):
         ids, mask = kwargs.get("input_ids"), kwargs.get("attention_mask")
         if not self.rows:
             if mask is not None and mask.dim() == 2:
-                self._pads = (mask.shape[1] - mask.sum(dim=1)).cpu().numpy().astype(np.int64)
-                if not torch.equal(mask, (torch.arange(mask.shape[1], device=mask.device)[None]
-                                          >= torch.as_tensor(self._pads, device=mask.device)[:, None]).to(mask.dtype)):
-                    raise ValueError("TieredCache needs left padding (a prefix of zeros in attention_mask)")
+                self._prompt_mask = mask.detach().cpu().numpy() != 0
             return
         if ids is not None and self._eos:
             for b, token in enumerate(ids[:, -1].tolist()):
@@ -191,14 +188,18 @@ class TieredCache(Cache):
 
     def _open(self, key_states: torch.Tensor) -> None:
         batch, q = key_states.shape[0], key_states.shape[2]
-        pads = self._pads if self._pads is not None else np.zeros(batch, dtype=np.int64)
-        if len(pads) != batch:
-            raise ValueError(f"attention_mask has {len(pads)} rows, the keys {batch}")
+        mask = self._prompt_mask if self._prompt_mask is not None else np.ones((batch, q), dtype=bool)
+        if mask.shape != (batch, q):
+            raise ValueError(f"attention_mask is {mask.shape}, the prompt {(batch, q)}")
+        # Left padding is not part of a row's sequence; masked tokens after its first real one
+        # (e.g. a pad id inside a chat template) are positions transformers' mask hides.
+        pads = np.where(mask.any(axis=1), mask.argmax(axis=1), q)
         self.store = T0Store(layers=self.num_layers, batch=batch, kv_heads=self.num_kv_heads, head_dim=self.head_dim,
                              dtype=key_states.dtype, device=key_states.device, block_tokens=self.block_tokens)
         self.store.grow(int(q - pads.min()))
         for b in range(batch):
-            row = Row(self.router, None, int(pads[b]), SlotMap(self.max_length, self.store.slots))
+            row = Row(self.router, None, int(pads[b]), SlotMap(self.max_length, self.store.slots),
+                      hidden=np.flatnonzero(~mask[b, pads[b]:]))
             row.sequence = sequence = self.router.open(int(q - pads[b]), _plan_handler(self, row), **self._params)
             self.rows.append(row)
             self.store.attach(self.client, sequence, b)
@@ -300,7 +301,9 @@ class TieredCache(Cache):
         keys = f["length"]
         live = torch.zeros(len(self.rows), keys, dtype=torch.bool, device=f["scores"].device)
         for r in f["rows"]:
-            live[r["b"], r["row"].pad:] = True
+            row = r["row"]
+            live[r["b"], row.pad:] = True
+            live[r["b"], torch.as_tensor(row.pad + row.hidden, device=live.device)] = False
         if f["dead"] is not None:
             live &= ~f["dead"]
         causal = torch.ones(q, keys, dtype=torch.bool, device=live.device).tril(keys - q)

@@ -36,6 +36,7 @@ class Row:
     sequence: int | None
     pad: int
     slots: SlotMap
+    hidden: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # masked prompt positions
     counts: RowCounts = field(default_factory=RowCounts)
     step: int = 0  # next decode step
     _buffers: list[torch.Tensor] = field(default_factory=list)
