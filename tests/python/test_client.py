@@ -46,6 +46,18 @@ def test_out_of_range_tier_parameter_is_named(daemon):
             client.open_sequence(8, hbm_ratio=1.5)
 
 
+def test_policy_parameters_reach_the_daemon_and_are_checked(daemon):
+    with daemon.connect() as client:
+        client.register_model(LAYERS, HEADS, DIM, kvtier.DType.F32, 128)
+        with pytest.raises(kvtier.InvalidArgumentError, match="rkv_lambda"):
+            client.open_sequence(8, policy=kvtier.Policy.R_KV, rkv_lambda=1.5)
+        seq = client.open_sequence(8, policy=kvtier.Policy.R_KV, key_digest_dim=4, seed=7, protect_prompt=False)
+        client.push_features(seq, kvtier.Feature.KEY_DIGEST, np.ones(8 * 4, dtype=np.float32))
+        client.push_scores(seq, 0, np.ones(8, dtype=np.float32))
+        assert client.sync()
+        client.close_sequence(seq)
+
+
 def test_closed_client_raises_bad_state(daemon):
     client = daemon.connect()
     client.close()

@@ -153,6 +153,18 @@ def test_allocated_bytes_fall_with_the_hbm_ratio(daemon, prompt):
     release_model(model)
 
 
+@pytest.mark.parametrize("policy", [kvtier.Policy.VASE, kvtier.Policy.R_KV, kvtier.Policy.H2O])
+def test_every_policy_runs_with_its_features(daemon, model, prompt, policy):
+    with daemon.connect("admin", kvtier.Role.ADMIN) as admin:
+        with TieredCache(model, socket_path=daemon.socket, name="policy", max_length=PROMPT + NEW, hbm_ratio=0.5,
+                         evict_ratio=0.2, policy=policy, seed=3, key_digest_dim=8, **TIERING) as cache:
+            generate(model, prompt, cache)
+            assert cache.client.sync()
+            assert cache.stats.rows_evicted > 0
+            (client,) = [c for c in admin.status().clients if c.name == "policy"]
+            assert client.errors == 0 and client.scores_dropped == 0
+
+
 def test_daemon_sees_the_sequence_and_close_releases_it(daemon, model, prompt):
     with daemon.connect("admin", kvtier.Role.ADMIN) as admin:
         cache = TieredCache(model, socket_path=daemon.socket, name="hf-test", max_length=PROMPT + NEW,
