@@ -125,7 +125,7 @@ def main() -> None:
     else:
         offload_moved = offloading_moved_per_step(int(dyn["kv_bytes"]), prompt.shape[1], args.new_tokens)
         how = "computed from its mechanism (needs CUDA to run)"
-    print(f"| cache | tokens/s | vs dynamic | KV bytes allocated | vs dynamic | moved per step | identical |")
+    print("| cache | tokens/s | vs dynamic | KV bytes allocated | vs dynamic | moved per step | identical |")
     print("|---|---|---|---|---|---|---|")
     ratios = {}
     for name, m in med.items():

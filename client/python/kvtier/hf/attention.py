@@ -83,7 +83,7 @@ def _attention(module, query, key, value, attention_mask, *args, inner: str, **k
 
 def _mask_dead(mask: torch.Tensor | None, dead: torch.Tensor, query: torch.Tensor, inner: str):
     """`mask` with the dead keys masked too, in the inner implementation's format."""
-    batch, q, keys = query.shape[0], query.shape[2], dead.shape[1]
+    q, keys = query.shape[2], dead.shape[1]
     if inner.startswith("flash"):  # a 2-D padding mask (1 = attend) or None
         live = (~dead).to(torch.int32)
         return live if mask is None else mask * live
@@ -93,8 +93,7 @@ def _mask_dead(mask: torch.Tensor | None, dead: torch.Tensor, query: torch.Tenso
     if mask.dtype == torch.bool:  # sdpa: True = attend
         return mask & ~dead[:, None, None, : mask.shape[-1]]
     # eager: additive, min of the dtype where masked
-    return mask.masked_fill(dead[:, None, None, : mask.shape[-1]], torch.finfo(mask.dtype).min).expand(
-        batch, -1, -1, -1)
+    return mask.masked_fill(dead[:, None, None, : mask.shape[-1]], torch.finfo(mask.dtype).min)
 
 
 def _probabilities(query: torch.Tensor, key: torch.Tensor, keep: torch.Tensor, scaling: float) -> torch.Tensor:

@@ -12,8 +12,9 @@ from transformers.cache_utils import Cache
 
 from .._kvtier import Client, EvictionMode, Feature, Policy
 from .._slots import T0, T3, SlotMap
-from . import attention
+from .attention import implementation_for
 from .clients import PlanRouter, geometry, shared_router
+from .hooks import install_hooks, plan_handler, remove_hooks
 from .layer import TieredLayer
 from .rows import Row
 from .store import T0Store
@@ -85,9 +86,9 @@ class TieredCache(Cache):
         self._prompt_mask: np.ndarray | None = None  # [batch, prompt] of the first forward
         self._await_plan = False
         self._model_attention = model.config._attn_implementation
-        model.set_attn_implementation(attention.implementation_for(self._model_attention))
-        self._hooks = _install_hooks(self, model)
-        self._finalizer = weakref.finalize(self, _remove_hooks, self._hooks)
+        model.set_attn_implementation(implementation_for(self._model_attention))
+        self._hooks = install_hooks(self, model)
+        self._finalizer = weakref.finalize(self, remove_hooks, self._hooks)
 
     @property
     def stats(self) -> TieredCacheStats:
@@ -107,7 +108,7 @@ class TieredCache(Cache):
         removes the hooks and gives the model its attention implementation back. The model's
         shared client stays for its next cache (kvtier.hf.release_model disconnects it); a
         client passed in stays the caller's. Idempotent."""
-        _remove_hooks(self._hooks)
+        remove_hooks(self._hooks)
         if self.store is not None:
             self._update_stats()  # the counts as the generation left them
         for row in self.rows:
@@ -200,7 +201,7 @@ class TieredCache(Cache):
         for b in range(batch):
             row = Row(self.router, None, int(pads[b]), SlotMap(self.max_length, self.store.slots),
                       hidden=np.flatnonzero(~mask[b, pads[b]:]))
-            row.sequence = sequence = self.router.open(int(q - pads[b]), _plan_handler(self, row), **self._params)
+            row.sequence = sequence = self.router.open(int(q - pads[b]), plan_handler(self, row), **self._params)
             self.rows.append(row)
             self.store.attach(self.client, sequence, b)
             if self.store.device.type == "cuda":
@@ -359,52 +360,3 @@ class TieredCache(Cache):
             setattr(s, name, sum(getattr(r.counts, name) for r in self.rows))
         s.kv_bytes = self._held_bytes()
         s.storage_growths = self.store.growths if self.store else s.storage_growths
-
-
-def _plan_handler(cache: TieredCache, row: Row):
-    """Runs a plan of `row` through its cache, held weakly (a cache dropped without close()
-    acknowledges its plans as not applied)."""
-    ref = weakref.ref(cache)
-
-    def handle(plan) -> None:
-        c = ref()
-        if c is None:
-            row.router.client.ack_plan(plan.epoch, applied=False)
-        else:
-            c._on_plan(row, plan)
-
-    return handle
-
-
-def _remove_hooks(hooks: list[Any]) -> None:
-    for hook in hooks:
-        hook.remove()
-    hooks.clear()
-
-
-def _install_hooks(cache: TieredCache, model: torch.nn.Module) -> list[Any]:
-    """A pre-hook on the model (padding, finished rows and plans before the mask is built; marks
-    the cache as the one the kvtier attention function serves) and a hook after it. They act only
-    for forwards that use this cache and hold it weakly."""
-    ref = weakref.ref(cache)
-
-    def ours(kwargs: dict[str, Any]) -> TieredCache | None:
-        c = ref()
-        used = kwargs.get("cache", kwargs.get("past_key_values"))
-        return c if c is not None and used is c else None
-
-    def before(module, args, kwargs):
-        if (c := ours(kwargs)) is not None:
-            c._before_forward(kwargs)
-            attention.activate(c)
-
-    def after(module, args, kwargs, output):
-        if (c := ours(kwargs)) is not None:
-            attention.deactivate(c)
-            if c._forward is not None:
-                c._forward = None
-                raise RuntimeError("the forward ended before every layer's attention scored: is the model's "
-                                   "attention implementation routed through transformers' AttentionInterface?")
-
-    return [model.register_forward_pre_hook(before, with_kwargs=True),
-            model.register_forward_hook(after, with_kwargs=True)]
