@@ -227,7 +227,7 @@ class TieredCache(Cache):
             host = row.host_positions()
             row.begin_staging(len(host), self.store.dtype, device)
             f["rows"].append({
-                "b": b, "row": row, "cols": torch.arange(q - n, q, device=device),
+                "b": b, "row": row, "cols": slice(q - n, q),
                 "new_slots": torch.as_tensor(new_slots, device=device),
                 "t0_keys": torch.as_tensor(row.pad + t0, device=device),
                 "t0_slots": torch.as_tensor(row.slots.slot_of[t0], device=device),
@@ -243,6 +243,7 @@ class TieredCache(Cache):
                         row.slots.tier[: row.slots.length] == T3)
             dead = dead.to(device) if dead.any() else None
         f["dead"] = dead
+        f["covered"] = dead is None and len(rows) == len(self.rows) and all(r.pad == 0 for _, r in rows)
         f["scores"] = torch.zeros(len(self.rows), f["length"], dtype=torch.float32, device=device)
         self._forward = f
         return f
@@ -252,15 +253,18 @@ class TieredCache(Cache):
         store = self.store
         for r in f["rows"]:
             b = r["b"]
-            store.k[layer][b].index_copy_(1, r["new_slots"], key_states[b].index_select(1, r["cols"]))
-            store.v[layer][b].index_copy_(1, r["new_slots"], value_states[b].index_select(1, r["cols"]))
+            store.k[layer][b].index_copy_(1, r["new_slots"], key_states[b, :, r["cols"]])
+            store.v[layer][b].index_copy_(1, r["new_slots"], value_states[b, :, r["cols"]])
         if layer == self.num_layers // 2:
             self._push_features(f, key_states, value_states)
         if f["prefill"]:
             return key_states, value_states  # the keys of this forward are all there is
         shape = (key_states.shape[0], self.num_kv_heads, f["length"], self.head_dim)
-        keys = torch.zeros(shape, dtype=key_states.dtype, device=key_states.device)
-        values = torch.zeros_like(keys)
+        # Keys no row writes (padding, evicted, rows that ended) must be finite: zeros. When every
+        # key is written, no memset.
+        fill = torch.empty if f["covered"] else torch.zeros
+        keys = fill(shape, dtype=key_states.dtype, device=key_states.device)
+        values = fill(shape, dtype=key_states.dtype, device=key_states.device)
         for r in f["rows"]:
             b, row = r["b"], r["row"]
             keys[b].index_copy_(1, r["t0_keys"], store.k[layer][b].index_select(1, r["t0_slots"]))
@@ -285,11 +289,11 @@ class TieredCache(Cache):
         for r in f["rows"]:
             b, row = r["b"], r["row"]
             if self.policy == Policy.VASE:
-                v = value_states[b].index_select(1, r["cols"]).float()  # [heads, n, dim]
+                v = value_states[b, :, r["cols"]].float()  # [heads, n, dim]
                 ranges = (v.amax(dim=(0, 2)) - v.amin(dim=(0, 2))).cpu().numpy()
                 self.client.push_features(row.sequence, Feature.VALUE_RANGE, ranges, r["first_new"])
             else:
-                k = key_states[b].index_select(1, r["cols"]).float().mean(dim=0)  # [n, dim]
+                k = key_states[b, :, r["cols"]].float().mean(dim=0)  # [n, dim]
                 digest = k.view(k.shape[0], self._digest_dim, -1).mean(dim=2).reshape(-1).cpu().numpy()
                 self.client.push_features(row.sequence, Feature.KEY_DIGEST, digest, r["first_new"])
 
@@ -297,8 +301,11 @@ class TieredCache(Cache):
         return self._forward["dead"]
 
     def key_mask(self, q: int) -> torch.Tensor:
-        """[batch, q, keys] bool: key j is live for row b and not after query i (scoring)."""
+        """[batch, q, keys] bool: key j is live for row b and not after query i (scoring); the
+        same for every layer of a forward, so built once."""
         f = self._forward
+        if "key_mask" in f:
+            return f["key_mask"]
         keys = f["length"]
         live = torch.zeros(len(self.rows), keys, dtype=torch.bool, device=f["scores"].device)
         for r in f["rows"]:
@@ -308,7 +315,8 @@ class TieredCache(Cache):
         if f["dead"] is not None:
             live &= ~f["dead"]
         causal = torch.ones(q, keys, dtype=torch.bool, device=live.device).tril(keys - q)
-        return live[:, None, :] & causal[None]
+        f["key_mask"] = live[:, None, :] & causal[None]
+        return f["key_mask"]
 
     def on_scores(self, layer: int, probs: torch.Tensor) -> None:
         """probs [batch, q, keys]: one layer's mean over query heads. After the last layer the
