@@ -81,6 +81,29 @@ def offloading_moved_per_step(bytes_at_end: int, prompt: int, new: int) -> float
     return statistics.mean(2 * per_token * (prompt + t) for t in range(1, new))
 
 
+def plot(path: Path, med: dict, dyn: dict, offload_moved: float, args: argparse.Namespace) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(med)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    bars = [("KV bytes allocated (x dynamic)", [med[n]["kv_bytes"] / dyn["kv_bytes"] for n in names]),
+            ("tokens/s (x dynamic)", [med[n]["tokens_per_s"] / dyn["tokens_per_s"] for n in names]),
+            ("MB moved per decode step", [(offload_moved if n == "offloading" else med[n]["moved_per_step"]) / 1e6
+                                          for n in names] + [offload_moved / 1e6])]
+    for ax, (title, values) in zip(axes, bars):
+        labels = names + (["offloading\n(computed)"] if "offloading" not in med and "moved" in title else [])
+        ax.bar(labels, values[: len(labels)], color="#4a7ab5")
+        ax.set_title(title, fontsize=10)
+        ax.tick_params(axis="x", labelsize=8)
+    fig.suptitle(f"SmolLM2-135M, {args.attn}, prompt + {args.new_tokens} tokens: kvtier.hf vs transformers' caches",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", default="build")
@@ -91,6 +114,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--json")
+    parser.add_argument("--plot", help="write a PNG of the ratios (needs matplotlib)")
     args = parser.parse_args()
     os.environ.setdefault("KVTIER_BUILD_DIR", str(Path(args.build).resolve()))
     import torch
@@ -139,9 +163,20 @@ def main() -> None:
             ratios[f"step_time_beta{b}"] = m["seconds"] / dyn["seconds"]
             ratios[f"moved_vs_offloading_beta{b}"] = m["moved_per_step"] / offload_moved
     print(f"offloading cache: {offload_moved / 1e6:.2f} MB moved per step, {how}")
+    length = prompt.shape[1] + args.new_tokens - 1
+    protected = prompt.shape[1] + 4 + 128  # prompt + k_s + k_w: always T0
+    for name, rows in results.items():
+        if name.startswith("tiered"):
+            beta = float(name.split()[1])
+            floor = (protected + beta * (length - protected)) / length
+            print(f"{name}: T0 at the end {rows[0]['t0_end']} of {length} tokens ({rows[0]['t0_end'] / length:.3f}); "
+                  f"the policy's floor (protected + beta x the rest) {floor:.3f}, plus up to 64 tokens (one interval) "
+                  f"decoded since the last decision; {rows[0]['growths']} storage growths")
     for name, value in ratios.items():
         goal = GOALS.get(name)
         print(f"ratio hf_{name} {value:.3f}" + (f" (goal <= {goal})" if goal else ""))
+    if args.plot:
+        plot(Path(args.plot), med, dyn, offload_moved, args)
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "device": device, "medians": med, "ratios": ratios,
                                                "offloading_moved": how, "rows": results}, indent=1))
