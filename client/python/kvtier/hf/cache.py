@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +54,7 @@ class TieredCache(Cache):
 
     def __init__(self, model: torch.nn.Module, *, max_length: int, client: Client | None = None,
                  socket_path: str | None = None, name: str | None = None, pool_tokens: int | None = None,
-                 int8_pool_tokens: int = 0, block_tokens: int = 128, hbm_ratio: float = 0.5,
+                 int8_pool_tokens: int = 0, block_tokens: int = 32, hbm_ratio: float = 0.5,
                  evict_ratio: float = 0.0, sink_tokens: int = 4, window_tokens: int = 128, interval: int = 64,
                  mode: EvictionMode = EvictionMode.CUMULATIVE, hysteresis: float = 0.0,
                  policy: Policy = Policy.PAPER, plan_wait_ms: int = 0, eos_token_id: int | list[int] | None = None,
@@ -92,10 +93,10 @@ class TieredCache(Cache):
 
     @property
     def stats(self) -> TieredCacheStats:
-        """The counts now (after close(): as the generation left them)."""
+        """A copy of the counts now (after close(): as the generation left them, kv_bytes 0)."""
         if self.store is not None:
             self._update_stats()
-        return self._stats
+        return dataclasses.replace(self._stats)
 
     @property
     def client(self) -> Client:
