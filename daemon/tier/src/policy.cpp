@@ -7,18 +7,9 @@
 #include "kvtier/protocol/check.hpp"
 
 #include "policies.hpp"
+#include "random_draw.hpp"
 
 namespace kvtier::tier {
-namespace {
-
-constexpr std::uint64_t mix(std::uint64_t x) noexcept {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 std::string_view policy_name(PolicyKind kind) noexcept {
   switch (kind) {
@@ -42,8 +33,7 @@ Result<PolicyKind> parse_policy(std::string_view name) {
 }
 
 double random_draw(std::uint64_t seed, std::uint64_t step, std::uint32_t position) noexcept {
-  const std::uint64_t h = mix(mix(mix(seed) ^ step) ^ position);
-  return (static_cast<double>(h >> 11) + 0.5) * 0x1p-53;
+  return detail::draw_at(detail::draw_prefix(seed, step), position);
 }
 
 std::unique_ptr<const RankingPolicy> make_policy(PolicyKind kind) {
@@ -79,10 +69,10 @@ std::span<const float> StreamingPolicy::rank(const RankingContext& ctx,
 std::span<const float> RandomPolicy::rank(const RankingContext& ctx,
                                           std::vector<float>& scratch) const {
   scratch.resize(ctx.tiers.size());
-  const std::uint64_t seed = ctx.params->seed;
+  const std::uint64_t prefix = draw_prefix(ctx.params->seed, ctx.step);
   for (std::size_t i = 0; i < scratch.size(); ++i) {
     const auto position = static_cast<std::uint32_t>(ctx.first_position + i);
-    scratch[i] = static_cast<float>(random_draw(seed, ctx.step, position));
+    scratch[i] = static_cast<float>(draw_at(prefix, position));
   }
   return scratch;
 }

@@ -1,12 +1,12 @@
 // vase: value-range reservation + weighted sampling without replacement ∝ recent attention
 // (policy.hpp documents the definition).
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 #include "kvtier/protocol/check.hpp"
 #include "kvtier/tier/cut_selector.hpp"
 #include "policies.hpp"
+#include "race_keys.hpp"
 
 namespace kvtier::tier::detail {
 namespace {
@@ -42,21 +42,12 @@ std::span<const float> VasePolicy::rank(const RankingContext& ctx,
     selector.cuts({&rank, 1}, {&cut, 1});
   }
 
-  constexpr float kMaxFinite = std::numeric_limits<float>::max();
-  const std::uint64_t seed = ctx.params->seed;
-  for (std::size_t i = 0; i < size; ++i) {
-    const auto index = static_cast<std::uint32_t>(i);
-    if (reserved > 0 && !cut.below(score_key(ctx.value_ranges[i]), index)) {
-      scratch[i] = std::numeric_limits<float>::infinity();
-      continue;
-    }
-    // Exponential race: E ~ Exp(1); a token with weight a wins at time E / a, so a / E ranks the
-    // sampling order (a = 0 never wins: key 0).
-    const double a = ctx.recent[i];
-    const auto position = static_cast<std::uint32_t>(ctx.first_position + i);
-    const double e = -std::log(random_draw(seed, ctx.step, position));
-    scratch[i] = a > 0.0 ? static_cast<float>(std::min(a / e, double{kMaxFinite})) : 0.0f;
-  }
+  // Exponential races (race_keys.hpp): E ~ Exp(1); a token with weight a wins at time E / a, so
+  // a / E ranks the sampling order (a = 0 never wins: key 0). Reserved tokens get +inf instead,
+  // in the same pass.
+  default_race_loops().keys(draw_prefix(ctx.params->seed, ctx.step), ctx.first_position,
+                            ctx.recent.data(), reserved > 0 ? ctx.value_ranges.data() : nullptr,
+                            cut, scratch.data(), size);
   return scratch;
 }
 

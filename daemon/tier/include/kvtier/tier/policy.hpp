@@ -38,6 +38,11 @@
 //                  Prompt not protected by default (the "_pp" variant sets protect_prompt).
 //                  Original: per (layer, KV head) ranges and GQA-group attention from the last 64
 //                  queries, optional width-5 smoothing (not done here).
+//                  Evaluation: key = float(min(a / E, FLT_MAX)) with a / E in double and E =
+//                  −std::log(u), exactly; SIMD loops compute ln by a polynomial and keep a key
+//                  only when every value within 2^-40 of their quotient rounds to the same float
+//                  (else they call the scalar definition), so every CPU writes the same keys. The
+//                  reservation's +inf is written in the same pass.
 //   r_kv           Z_j = λ·I_j − (1 − λ)·R_j over the candidates U (in position order), λ = 0.1:
 //                    a_j = recent attention (EMA, time constant recent_window = 8 = R-KV's α);
 //                    p_j = max of a over the candidates c−3..c+3 around j (width-7 max pool);
