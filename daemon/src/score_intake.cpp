@@ -32,7 +32,9 @@ Status ScoreIntake::apply(const shm::ScoreRecord& record, Sequences& sequences) 
   const std::span<const float> values(record.values, record.count);
   Status added;
   switch (static_cast<shm::ScoreKind>(record.kind)) {
-    case shm::ScoreKind::kAttention: added = tiers.add_scores(record.first_position, values); break;
+    case shm::ScoreKind::kAttention: added = tiers.accumulate_step_scores(record.first_position, values); break;
+    case shm::ScoreKind::kAttentionSum: added = tiers.add_score_sums(record.first_position, values); break;
+    case shm::ScoreKind::kRecentSum: added = tiers.add_recent_sums(record.first_position, values); break;
     case shm::ScoreKind::kStepEnd: return end_step(record, target, sequences);
     case shm::ScoreKind::kValueRange: added = tiers.add_value_ranges(record.first_position, values); break;
     case shm::ScoreKind::kKeyDigest:
