@@ -122,6 +122,8 @@ Status Client::step_end(std::uint32_t sequence, std::uint32_t step) {
   marker.sequence = sequence;
   marker.step = step;
   marker.kind = static_cast<std::uint16_t>(shm::ScoreKind::kStepEnd);
+  // The positions published so far: kvtierd's length follows them between decisions.
+  if (auto record = records_.find(sequence); record != records_.end()) marker.first_position = record->second.length;
   // Sums and marker in one batch: one publish, and the marker only after the sums it closes.
   const shm::BatchPushResult pushed = rings_->scores.push_batch(batch_);
   if (pushed.wake) ring_doorbell();

@@ -56,6 +56,11 @@ Status ScoreIntake::end_step(const shm::ScoreRecord& record, const Target& targe
                                                   std::to_string(record.step) + " ended after step " +
                                                   std::to_string(*last));
   }
+  // The marker's first_position is the client's length (0 from a client that does not say).
+  if (auto grown = target.tiers->grow_to(record.first_position); !grown) {
+    return make_error(grown.error().code, "sequence " + std::to_string(record.sequence) + ": step end: " +
+                                              grown.error().message);
+  }
   last = record.step;
   target.tiers->end_step();
   return sequences.step_ended(record.sequence);

@@ -10,6 +10,7 @@
 //   sequence not open                        -> kNotFound
 //   kind not a shm::ScoreKind                -> kProtocol
 //   step end whose step does not increase    -> kInvalidArgument (naming both steps)
+//   step end whose length (first_position) is beyond max_tokens -> kInvalidArgument
 //   interval sums outside an interval's last step -> kInvalidArgument (naming the step)
 //   values SequenceTiers refuses             -> its error, prefixed with the sequence
 // The first error stops the drain; records of a batch are counted once the whole batch applied.

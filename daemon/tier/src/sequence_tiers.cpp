@@ -214,6 +214,15 @@ void SequenceTiers::fold_step_sums() {
   if (step_recent_) add(*step_recent_, true);
 }
 
+Status SequenceTiers::grow_to(std::uint32_t length) {
+  if (length > max_tokens_) {
+    return make_error(Errc::kInvalidArgument, "sequence length " + std::to_string(length) +
+                                                  " is beyond max_tokens " + std::to_string(max_tokens_));
+  }
+  extend_to(length);
+  return {};
+}
+
 void SequenceTiers::end_step() {
   if (completes_interval()) {
     fold_step_sums();

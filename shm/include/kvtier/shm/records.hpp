@@ -16,7 +16,7 @@ inline constexpr std::uint32_t kScoresPerRecord = 60;
 // What a ScoreRecord carries (ScoreRecord::kind). The daemon refuses any other value.
 enum class ScoreKind : std::uint16_t {
   kAttention = 0,   // this step's attention received by positions [first, first + count)
-  kStepEnd = 1,     // decode step `step` ended (count = 0)
+  kStepEnd = 1,     // decode step `step` ended (count = 0; first_position = the client's length)
   kValueRange = 2,  // per-position value-vector range (vase policy)
   kKeyDigest = 3,   // count / dim positions' key digests of the sequence's digest dim (r_kv)
   // Per-decision shipping (layout 5; kernels/interval_scores.hpp defines the sums): sent in the

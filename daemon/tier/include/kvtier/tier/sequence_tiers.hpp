@@ -166,6 +166,11 @@ class SequenceTiers {
   // accumulated on error. The accumulators take 4 B per position (8 with recent attention), and
   // only once this path is used.
   Status accumulate_step_scores(std::uint32_t first_position, std::span<const float> values);
+  // The client has published `length` positions (its step-end marker says so): the sequence
+  // grows to it (new tokens T0, score 0), so between decisions its length, protected window and
+  // eviction budget follow the engine's even though scores arrive per interval. Never shrinks.
+  // kInvalidArgument for a length beyond max_tokens.
+  Status grow_to(std::uint32_t length);
   // True when the running step (step() + 1) is the last of an interval.
   bool completes_interval() const noexcept { return (step_ + 1) % params_.interval == 0; }
 
