@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <new>
 #include <string>
@@ -23,17 +24,32 @@ using kvtier::client::to_status;
 // Detail of this thread's last failed kvtier_client_connect (no handle exists to hold it).
 thread_local std::string t_connect_error;
 
-// Options structs grow at the end. A caller built against the previous kvtier.h passes a
-// smaller struct_size, at least `known` (the offset of the first field it lacks): only that
-// prefix is read (not its tail padding) and the newer fields keep their _init values (0).
+// Options structs grow at the end. A caller built against an older kvtier.h passes a smaller
+// struct_size, at least `known` (the offset of the first field the oldest supported header
+// lacks). Each older size in `generations` (ascending; the sizeof of that header's struct) has
+// its whole struct read, any other smaller size only `known` bytes (not its tail padding); the
+// newer fields keep their _init values (0). A field added into an older struct's tail padding
+// would read the caller's padding, so such padding is a reserved field that nothing reads.
 template <class T>
-bool copy_options(const T* in, std::size_t known, T& out) {
+bool copy_options(const T* in, std::size_t known, T& out, std::initializer_list<std::size_t> generations = {}) {
   if (in == nullptr || in->struct_size < known) return false;
   std::memset(&out, 0, sizeof(out));
-  std::memcpy(&out, in, in->struct_size >= sizeof(T) ? sizeof(T) : known);
+  std::size_t size = known;
+  if (in->struct_size >= sizeof(T)) size = sizeof(T);
+  for (const std::size_t g : generations) {
+    if (in->struct_size >= g && g > size) size = g;
+  }
+  std::memcpy(&out, in, size);
   out.struct_size = sizeof(T);
   return true;
 }
+
+// sizeof(kvtier_sequence_options) of protocol 1.1 to 1.5 headers: up to int8_tokens, padded.
+constexpr std::size_t kSequenceOptions15 =
+    (offsetof(kvtier_sequence_options, int8_tokens) + sizeof(uint32_t) + alignof(kvtier_sequence_options) - 1) /
+    alignof(kvtier_sequence_options) * alignof(kvtier_sequence_options);
+static_assert(offsetof(kvtier_sequence_options, score_shipping) >= kSequenceOptions15,
+              "a field added since 1.5 must not sit in the 1.5 struct's tail padding");
 
 }  // namespace
 
@@ -144,7 +160,7 @@ kvtier_status kvtier_sequence_open_with(kvtier_client* client, const kvtier_sequ
   return guarded(client, [&](kvtier::client::Client& c) {
     if (out_sequence == nullptr) return fail(client, {kvtier::Errc::kInvalidArgument, "out_sequence is NULL"});
     kvtier_sequence_options o;
-    if (!copy_options(options, offsetof(kvtier_sequence_options, int8_ratio), o)) {
+    if (!copy_options(options, offsetof(kvtier_sequence_options, int8_ratio), o, {kSequenceOptions15})) {
       return fail(client, {kvtier::Errc::kInvalidArgument, "options is NULL or its struct_size is too small"});
     }
     auto id = c.open_sequence(o);
@@ -176,6 +192,25 @@ kvtier_status kvtier_features_push(kvtier_client* client, uint32_t sequence, kvt
     if (values == nullptr && count != 0) return fail(client, {kvtier::Errc::kInvalidArgument, "values is NULL"});
     auto ok = c.push_feature(sequence, feature, first_position, std::span(values, count));
     return ok ? KVTIER_OK : fail(client, ok.error());
+  });
+}
+
+kvtier_status kvtier_score_sums_push(kvtier_client* client, uint32_t sequence, kvtier_score_sum kind,
+                                    uint32_t first_position, const float* values, size_t count) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    if (values == nullptr && count != 0) return fail(client, {kvtier::Errc::kInvalidArgument, "values is NULL"});
+    auto ok = c.push_score_sums(sequence, kind, first_position, std::span(values, count));
+    return ok ? KVTIER_OK : fail(client, ok.error());
+  });
+}
+
+kvtier_status kvtier_sequence_completes_interval(kvtier_client* client, uint32_t sequence, int* out) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    if (out == nullptr) return fail(client, {kvtier::Errc::kInvalidArgument, "out is NULL"});
+    auto due = c.completes_interval(sequence);
+    if (!due) return fail(client, due.error());
+    *out = *due ? 1 : 0;
+    return KVTIER_OK;
   });
 }
 

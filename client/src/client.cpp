@@ -218,6 +218,8 @@ Result<std::uint32_t> Client::open_sequence(const kvtier_sequence_options& o) {
     auto root = reply->root<wire::DaemonMessage>();
     if (root.which() != wire::DaemonMessage::SEQUENCE_OPENED) return make_error(Errc::kProtocol, "expected SequenceOpened");
     const std::uint32_t id = root.getSequenceOpened().getSequenceId();
+    track_scores(id, shipping_from_wire(root.getSequenceOpened().getShipping()),
+                 o.score_shipping == KVTIER_SHIP_PER_STEP);
     digest_dims_[id] = o.key_digest_dim == 0 ? protocol::kDefaultKeyDigestDim : o.key_digest_dim;
     SequenceRecord& record = records_[id];
     record.options = o;
@@ -230,6 +232,7 @@ Status Client::close_sequence(std::uint32_t sequence) {
   caches_.erase(sequence);
   peers_.erase(sequence);  // an adopted sequence closed before its hand-off plan ran
   digest_dims_.erase(sequence);
+  scores_.erase(sequence);
   records_.erase(sequence);
   // The daemon is gone (it reattaches without it), or its successor never knew it.
   if (forgotten_.erase(sequence) != 0 || (rings_ && !attached())) return {};
@@ -243,58 +246,6 @@ Status Client::close_sequence(std::uint32_t sequence) {
 void Client::ring_doorbell() const {
   const std::uint64_t one = 1;
   [[maybe_unused]] const ssize_t n = ::write(doorbell_.get(), &one, sizeof(one));
-}
-
-Status Client::push_scores(std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
-                           std::span<const float> values) {
-  return push_records(shm::ScoreKind::kAttention, sequence, step, first_position, values, shm::kScoresPerRecord);
-}
-
-Status Client::push_feature(std::uint32_t sequence, kvtier_feature feature, std::uint32_t first_position,
-                            std::span<const float> values) {
-  auto dim = digest_dims_.find(sequence);
-  const std::uint32_t digest_dim = dim == digest_dims_.end() ? 0 : dim->second;
-  if (feature == KVTIER_FEATURE_VALUE_RANGE) {
-    return push_records(shm::ScoreKind::kValueRange, sequence, 0, first_position, values, shm::kScoresPerRecord);
-  }
-  if (feature != KVTIER_FEATURE_KEY_DIGEST) return make_error(Errc::kInvalidArgument, "unknown feature");
-  if (digest_dim == 0 || digest_dim > shm::kScoresPerRecord || values.size() % digest_dim != 0) {
-    return make_error(Errc::kInvalidArgument, "key digests need a whole number of digests of 1.." +
-                                                  std::to_string(shm::kScoresPerRecord) + " floats");
-  }
-  // Whole digests per record; positions advance by one per digest.
-  const std::uint32_t per_record = shm::kScoresPerRecord / digest_dim * digest_dim;
-  return push_records(shm::ScoreKind::kKeyDigest, sequence, 0, first_position, values, per_record, digest_dim);
-}
-
-Status Client::push_records(shm::ScoreKind kind, std::uint32_t sequence, std::uint32_t step,
-                            std::uint32_t first_position, std::span<const float> values, std::uint32_t per_record,
-                            std::uint32_t floats_per_position) {
-  if (auto ok = require_engine("push"); !ok) return ok;
-  if (auto it = records_.find(sequence); it != records_.end() && !values.empty()) {
-    it->second.grow(first_position + static_cast<std::uint32_t>((values.size() - 1) / floats_per_position + 1));
-  }
-  if (!attached_ || forgotten_.contains(sequence)) {  // nobody reads them: dropped, like on a full ring
-    counters_.score_records_dropped += (values.size() + per_record - 1) / per_record;
-    return {};
-  }
-  // One batch per call: one counter store and one look at the daemon's sleep flag.
-  batch_.clear();
-  for (std::size_t done = 0; done < values.size(); done += per_record) {
-    const std::size_t n = std::min<std::size_t>(per_record, values.size() - done);
-    shm::ScoreRecord& record = batch_.emplace_back();
-    record.sequence = sequence;
-    record.step = step;
-    record.kind = static_cast<std::uint16_t>(kind);
-    record.first_position = first_position + static_cast<std::uint32_t>(done / floats_per_position);
-    record.count = static_cast<std::uint16_t>(n);
-    std::memcpy(record.values, values.data() + done, n * sizeof(float));
-  }
-  const shm::BatchPushResult pushed = rings_->scores.push_batch(batch_);
-  counters_.score_records_pushed += pushed.pushed;
-  counters_.score_records_dropped += pushed.dropped;
-  if (pushed.wake) ring_doorbell();
-  return {};
 }
 
 Result<std::optional<kvtier_plan>> Client::poll_plan(std::chrono::milliseconds timeout) {
@@ -373,25 +324,6 @@ Result<bool> Client::sync(std::chrono::milliseconds timeout) {
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
   }
   return true;
-}
-
-Status Client::step_end(std::uint32_t sequence, std::uint32_t step) {
-  if (auto ok = require_engine("step_end"); !ok) return ok;
-  if (!attached_ || forgotten_.contains(sequence)) {
-    ++counters_.score_records_dropped;
-    return {};
-  }
-  shm::ScoreRecord marker{};
-  marker.sequence = sequence;
-  marker.step = step;
-  marker.kind = static_cast<std::uint16_t>(shm::ScoreKind::kStepEnd);
-  switch (rings_->scores.push(marker)) {
-    case shm::PushResult::kPushed: break;
-    case shm::PushResult::kPushedWake: ring_doorbell(); break;
-    case shm::PushResult::kDropped: ++counters_.score_records_dropped; return {};
-  }
-  ++counters_.score_records_pushed;
-  return {};
 }
 
 Status Client::attach_cache(std::uint32_t sequence, const kvtier_kv_layout& layout) {

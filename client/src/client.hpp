@@ -17,6 +17,7 @@
 
 #include "connection.hpp"
 #include "handoff.hpp"
+#include "score_shipper.hpp"
 #include "sequence_cache.hpp"
 #include "kvtier/kvtier.h"
 #include "kvtier/protocol/control.capnp.h"
@@ -48,6 +49,10 @@ class Client {
                      std::span<const float> values);
   Status push_feature(std::uint32_t sequence, kvtier_feature feature, std::uint32_t first_position,
                       std::span<const float> values);
+  // Device-accumulated interval sums and the step that takes them (client_scores.cpp; kvtier.h).
+  Status push_score_sums(std::uint32_t sequence, kvtier_score_sum kind, std::uint32_t first_position,
+                         std::span<const float> values);
+  Result<bool> completes_interval(std::uint32_t sequence) const;
   // Next complete plan; nullopt after `timeout` without one.
   Result<std::optional<kvtier_plan>> poll_plan(std::chrono::milliseconds timeout);
   Status ack_plan(std::uint64_t epoch, bool applied);
@@ -121,6 +126,8 @@ class Client {
   void try_reattach(bool now = false);
   Status reattach();
   void ring_doorbell() const;
+  // Starts (or restarts) a sequence's score accumulation (client_scores.cpp).
+  void track_scores(std::uint32_t sequence, const ShippingParams& shipping, bool per_step);
   // Splits `values` over records of `per_record` floats, each `floats_per_position` per token.
   Status push_records(shm::ScoreKind kind, std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
                       std::span<const float> values, std::uint32_t per_record, std::uint32_t floats_per_position = 1);
@@ -142,6 +149,7 @@ class Client {
   kernels::cuda::PeerBuffers peer_buffers_;
   std::map<std::uint32_t, std::unique_ptr<AdoptedPeer>> peers_;
   std::map<std::uint32_t, std::uint32_t> digest_dims_;  // sequence -> key digest floats (r_kv)
+  std::map<std::uint32_t, SequenceScores> scores_;      // sequence -> scores not shipped yet
   shm::PlanRecord plan_record_{};  // the record poll_plan is reading (1 KiB: not on the stack)
   std::vector<shm::ScoreRecord> batch_;
   std::vector<kvtier_plan_move> plan_moves_;

@@ -28,6 +28,7 @@ bool is_fd_kind(std::uint32_t kind) { return kind == KVTIER_BUFFER_HOST_FD || ki
 struct AdoptedReply {
   std::uint32_t sequence = 0, prompt_length = 0, positions = 0, exporter_pid = 0;
   std::uint32_t digest_dim = 0, policy = 0;  // 1.3; 0 and paper from a 1.2 daemon
+  ShippingParams shipping;                    // 1.6; interval 0 (ship per step) before
   std::uint32_t kind = 0;
   std::uint64_t bytes = 0, buffer_id = 0;
   std::vector<std::byte> ipc_handle;
@@ -226,6 +227,7 @@ Result<kvtier_adopted> Client::adopt_sequence(std::uint64_t token) {
     r.exporter_pid = adopted.getExporterPid();
     r.digest_dim = adopted.getKeyDigestDim();
     r.policy = static_cast<std::uint32_t>(adopted.getPolicy());
+    r.shipping = shipping_from_wire(adopted.getShipping());
     r.kind = static_cast<std::uint32_t>(cache.getKind());
     r.bytes = cache.getBytes();
     r.buffer_id = cache.getBufferId();
@@ -294,6 +296,7 @@ Result<kvtier_adopted> Client::adopt_sequence(std::uint64_t token) {
   peers_[r.sequence] = std::move(*peer);
   // The daemon parses this sequence's digests at the exporter's width: pushes must use it too.
   digest_dims_[r.sequence] = r.digest_dim != 0 ? r.digest_dim : protocol::kDefaultKeyDigestDim;
+  track_scores(r.sequence, r.shipping, false);  // continues the exporter's step count
   kvtier_adopted out{};
   out.struct_size = sizeof(out);
   out.sequence = r.sequence;

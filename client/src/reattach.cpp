@@ -139,6 +139,15 @@ Status Client::reattach() {
     if (reply->root<wire::DaemonMessage>().which() != wire::DaemonMessage::REATTACHED) {
       return make_error(Errc::kProtocol, "expected Reattached");
     }
+    // Scores restart in the successor: so do the sums and step counts, with its parameters
+    // (one entry per sequence sent, in the order sent; none from a daemon before 1.6).
+    auto shipping = reply->root<wire::DaemonMessage>().getReattached().getShipping();
+    unsigned k = 0;
+    for (const auto& [id, record] : records_) {
+      const ShippingParams params = k < shipping.size() ? shipping_from_wire(shipping[k]) : ShippingParams{};
+      ++k;
+      track_scores(id, params, record.options.score_shipping == KVTIER_SHIP_PER_STEP);
+    }
     return {};
   });
   if (!done) return done;

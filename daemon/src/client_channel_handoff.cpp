@@ -156,7 +156,8 @@ AdoptedSequence ClientChannel::adopt(std::uint32_t sequence_id, HandoffLoan loan
       case tier::Tier::kT3: break;
     }
   }
-  const AdoptedSequence adopted{tiers.prompt_length(), tiers.length(), sequence.digest_dim, tiers.params().policy};
+  const AdoptedSequence adopted{tiers.prompt_length(), tiers.length(), sequence.digest_dim, tiers.params().policy,
+                                tiers.params(), tiers.step()};
   log_.info("event=sequence_adopting client_id={} sequence={} from_client={} from_sequence={} moves={}", client_id_,
             sequence_id, loan.origin.exporter, loan.origin.sequence, incoming.moves.size());
   sequences_.emplace(sequence_id, std::move(sequence));

@@ -74,6 +74,8 @@ struct AdoptedSequence {
   std::uint32_t positions = 0;
   std::uint32_t digest_dim = 0;  // the exporter's key digest width (r_kv): the adopter must send the same
   tier::PolicyKind policy = tier::PolicyKind::kPaper;
+  tier::TierParams params;       // the exporter's, kept by the sequence (score shipping)
+  std::uint64_t steps_done = 0;  // steps counted so far: the adopter's shipping continues from them
 };
 
 }  // namespace kvtier::daemon

@@ -32,7 +32,9 @@ Status ScoreIntake::apply(const shm::ScoreRecord& record, Sequences& sequences) 
   const std::span<const float> values(record.values, record.count);
   Status added;
   switch (static_cast<shm::ScoreKind>(record.kind)) {
-    case shm::ScoreKind::kAttention: added = tiers.add_scores(record.first_position, values); break;
+    case shm::ScoreKind::kAttention: added = tiers.accumulate_step_scores(record.first_position, values); break;
+    case shm::ScoreKind::kAttentionSum: added = tiers.add_score_sums(record.first_position, values); break;
+    case shm::ScoreKind::kRecentSum: added = tiers.add_recent_sums(record.first_position, values); break;
     case shm::ScoreKind::kStepEnd: return end_step(record, target, sequences);
     case shm::ScoreKind::kValueRange: added = tiers.add_value_ranges(record.first_position, values); break;
     case shm::ScoreKind::kKeyDigest:
@@ -53,6 +55,11 @@ Status ScoreIntake::end_step(const shm::ScoreRecord& record, const Target& targe
     return make_error(Errc::kInvalidArgument, "sequence " + std::to_string(record.sequence) + ": step " +
                                                   std::to_string(record.step) + " ended after step " +
                                                   std::to_string(*last));
+  }
+  // The marker's first_position is the client's length (0 from a client that does not say).
+  if (auto grown = target.tiers->grow_to(record.first_position); !grown) {
+    return make_error(grown.error().code, "sequence " + std::to_string(record.sequence) + ": step end: " +
+                                              grown.error().message);
   }
   last = record.step;
   target.tiers->end_step();

@@ -1,13 +1,17 @@
 // ScoreIntake: the daemon's reader of one client's score ring (shm::ScoreConsumer). It drains the
 // ring in batches, validates every record against the sequences the channel has open, applies
-// attention, value-range and key-digest records to the sequence's tier::SequenceTiers, and
-// reports each step end to the channel, which decides the sequence or owes it a decision.
+// attention (per-step records accumulate, per-interval sums add: SequenceTiers'
+// accumulate_step_scores, add_score_sums, add_recent_sums), value-range and key-digest records
+// to the sequence's tier::SequenceTiers, and reports each step end to the channel, which decides
+// the sequence or owes it a decision.
 //
 // Rules, per record, in this order (a violation is the client's: the caller ends its session):
 //   sequence frozen here (exported, lent, or a failed adoption not yet closed) -> ignored, counted
 //   sequence not open                        -> kNotFound
 //   kind not a shm::ScoreKind                -> kProtocol
 //   step end whose step does not increase    -> kInvalidArgument (naming both steps)
+//   step end whose length (first_position) is beyond max_tokens -> kInvalidArgument
+//   interval sums outside an interval's last step -> kInvalidArgument (naming the step)
 //   values SequenceTiers refuses             -> its error, prefixed with the sequence
 // The first error stops the drain; records of a batch are counted once the whole batch applied.
 //

@@ -7,6 +7,7 @@
 #include "kvtier/shm/layout.hpp"
 #include "request_checks.hpp"
 #include "server.hpp"
+#include "tier_params.hpp"
 
 namespace kvtier::daemon {
 namespace {
@@ -199,10 +200,12 @@ Status Session::on_open(wire::OpenSequence::Reader request) {
   ++next_sequence_;
   sequences_.insert(id);
   server_.data_plane().open_sequence(client_id_, id, open->prompt_length, open->params, open->digest_dim,
-                                     [self = shared_from_this(), id] {
+                                     [self = shared_from_this(), id, params = open->params] {
     if (self->state_ == State::kClosed) return;
     capnp::MallocMessageBuilder reply;
-    reply.initRoot<wire::DaemonMessage>().initSequenceOpened().setSequenceId(id);
+    auto opened = reply.initRoot<wire::DaemonMessage>().initSequenceOpened();
+    opened.setSequenceId(id);
+    set_shipping(opened.initShipping(), params, 0);
     self->send(reply);
   });
   return {};

@@ -123,6 +123,7 @@ Status Session::on_adopt(wire::AdoptSequence::Reader request) {
         out.setExporterPid(pid);
         out.setKeyDigestDim(adopted->digest_dim);
         out.setPolicy(to_wire(adopted->policy));
+        set_shipping(out.initShipping(), adopted->params, adopted->steps_done);
         out.setCache(cache->getRoot<wire::ExportedCache>().asReader());
         self->send(reply, std::move(fds));
       });

@@ -9,6 +9,7 @@
 #include "request_checks.hpp"
 #include "server.hpp"
 #include "session.hpp"
+#include "tier_params.hpp"
 
 namespace kvtier::daemon {
 
@@ -30,15 +31,17 @@ Status Session::on_reattach(wire::Reattach::Reader request) {
   auto sequences = restore_sequences(request, *pool, server_.config(), client_id_);
   if (!sequences) return tl::unexpected(sequences.error());
   std::vector<std::uint32_t> ids;
+  std::vector<tier::TierParams> params;  // in the request's order: Reattached.shipping
   std::uint64_t rows = 0;
   for (const RestoredSequence& s : *sequences) {
     ids.push_back(s.sequence_id);
+    params.push_back(s.tiers.params());
     rows += s.rows();
   }
   const std::uint32_t count = static_cast<std::uint32_t>(ids.size());
   auto adopted = server_.reattach(
       *this, *pool, request.getPreviousEpoch(), request.getPreviousClientId(), fds, std::move(*sequences),
-      [self = shared_from_this(), pool = *pool, count, rows](Status restored) {
+      [self = shared_from_this(), pool = *pool, count, rows, params = std::move(params)](Status restored) {
         if (self->state_ == State::kClosed) return;
         if (!restored) return self->fail(restored.error());
         capnp::MallocMessageBuilder reply;
@@ -48,6 +51,8 @@ Status Session::on_reattach(wire::Reattach::Reader request) {
         done.setWeight(pool.weight);
         done.setSequences(count);
         done.setRowsAdopted(rows);
+        auto shipping = done.initShipping(static_cast<unsigned>(params.size()));
+        for (unsigned i = 0; i < params.size(); ++i) set_shipping(shipping[i], params[i], 0);  // steps restart
         self->send(reply);
       });
   if (!adopted) return adopted;

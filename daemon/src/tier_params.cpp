@@ -105,4 +105,13 @@ wire::Policy to_wire(tier::PolicyKind policy) {
   return wire::Policy::PAPER;
 }
 
+void set_shipping(wire::ScoreShipping::Builder out, const tier::TierParams& params, std::uint64_t steps_done) {
+  const tier::ScoreShipping shipping = tier::score_shipping(params);
+  out.setInterval(shipping.interval);
+  out.setStepsDone(steps_done);
+  out.setScoreFactor(shipping.score_factor);
+  out.setRecentSums(shipping.recent);
+  out.setRecentFactor(shipping.recent_factor);
+}
+
 }  // namespace kvtier::daemon

@@ -19,6 +19,10 @@ Result<tier::TierParams> tier_defaults(const config::TieringSection& tiering, st
 Result<tier::TierParams> tier_params_from_wire(wire::TierParams::Reader wire, const config::TieringSection& tiering,
                                                std::uint64_t sequence_salt);
 
+// What the client needs to ship a sequence's scores per decision (PROTOCOL.md §4 "Score
+// shipping"): params' score_shipping and the steps kvtierd counted so far.
+void set_shipping(wire::ScoreShipping::Builder out, const tier::TierParams& params, std::uint64_t steps_done);
+
 wire::EvictionMode to_wire(tier::EvictionMode mode);
 wire::Policy to_wire(tier::PolicyKind policy);
 

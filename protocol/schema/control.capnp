@@ -196,6 +196,18 @@ enum PromptProtection {
 
 struct SequenceOpened {
   sequenceId @0 :UInt32;
+  shipping @1 :ScoreShipping;  # 1.6
+}
+
+# 1.6: how the client accumulates the sequence's scores between decisions and when it ships them
+# (PROTOCOL.md §4 "Score shipping", shm/LAYOUT.md "Records"): the tier parameters kvtierd resolved
+# for the sequence, as the floats both sides compute with. Absent (interval 0): ship per step.
+struct ScoreShipping {
+  interval @0 :UInt32;        # Δ: sums go out in a step that makes stepsDone + 1 a multiple of it
+  stepsDone @1 :UInt64;       # steps kvtierd has counted for the sequence (0 unless adopted)
+  scoreFactor @2 :Float32;    # IntervalSum factor of the attention sums (the decay; 1 = none)
+  recentSums @3 :Bool;        # the policy keeps recent attention (vase, r_kv): ship those sums too
+  recentFactor @4 :Float32;   # IntervalSum factor of the recent-attention sums (ρ = 1 − 1/R)
 }
 
 struct CloseSequence {
@@ -259,6 +271,7 @@ struct SequenceAdopted {
   # 0 and paper, and the adopter falls back to kDefaultKeyDigestDim.
   keyDigestDim @5 :UInt32;  # floats per key digest (r_kv), fixed when the exporter opened it
   policy @6 :Policy;        # the sequence's policy (which features it takes)
+  shipping @7 :ScoreShipping;  # 1.6: stepsDone = the exporter's steps so far
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -295,6 +308,7 @@ struct Reattached {
   weight @2 :UInt32;
   sequences @3 :UInt32;   # sequences adopted
   rowsAdopted @4 :UInt64; # T1 and T2 rows taken over
+  shipping @5 :List(ScoreShipping);  # 1.6: one per Reattach.sequences entry, in that order
 }
 
 # ---------------------------------------------------------------------------------------------

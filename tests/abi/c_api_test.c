@@ -139,7 +139,7 @@ static int admin_online(const char* socket_path, kvtier_client* engine, uint32_t
   CHECK(events->event_count <= 16);
   kvtier_daemon_events_free(events);
   kvtier_daemon_events_free(NULL);
-  /* Once kvtierd consumed the scores, the sequence is 100 positions, all in T0: one run. */
+  /* Once kvtierd consumed the step end, the sequence is 100 positions, all in T0: one run. */
   CHECK(kvtier_client_sync(engine, 10000) == KVTIER_OK);
   CHECK(kvtier_sequence_placement_get(admin, engine_id, sequence, 0, 0, &page) == KVTIER_E_INVALID_ARGUMENT);
   CHECK(kvtier_sequence_placement_get(admin, engine_id, sequence + 1000, 0, 1, &page) == KVTIER_E_NOT_FOUND);
@@ -164,6 +164,7 @@ static int online(const char* socket_path) {
   float scores[100];
   uint32_t sequence = 0;
   int i;
+  int due = 0;
   kvtier_connect_options_init(&options);
   options.socket_path = socket_path;
   options.client_name = "c-abi";
@@ -191,7 +192,22 @@ static int online(const char* socket_path) {
   CHECK(kvtier_scores_push(client, sequence, 0, 0, scores, 100) == KVTIER_OK);
   CHECK(kvtier_plan_poll(client, 0, &plan) == KVTIER_E_TIMEOUT);
   CHECK(kvtier_client_counters_get(client, &counters) == KVTIER_OK);
-  CHECK(counters.score_records_pushed == 2); /* 100 scores = 60 + 40 */
+  CHECK(counters.score_records_pushed == 0); /* per decision: summed in the library until step 64 */
+  CHECK(kvtier_sequence_completes_interval(client, sequence, &due) == KVTIER_OK && due == 0);
+  CHECK(kvtier_score_sums_push(client, sequence, KVTIER_SCORE_SUM_ATTENTION, 0, scores, 100) == KVTIER_E_BAD_STATE);
+  {
+    /* Shipped per step, the same push goes out at once: 100 scores = 60 + 40. */
+    kvtier_sequence_options per_step;
+    uint32_t other = 0;
+    kvtier_sequence_options_init(&per_step);
+    per_step.prompt_length = 10;
+    per_step.score_shipping = KVTIER_SHIP_PER_STEP;
+    CHECK(kvtier_sequence_open_with(client, &per_step, &other) == KVTIER_OK);
+    CHECK(kvtier_scores_push(client, other, 0, 0, scores, 100) == KVTIER_OK);
+    CHECK(kvtier_sequence_close(client, other) == KVTIER_OK);
+  }
+  CHECK(kvtier_client_counters_get(client, &counters) == KVTIER_OK);
+  CHECK(counters.score_records_pushed == 2);
   CHECK(counters.backpressure_tokens == 0);  /* nothing was offloaded yet */
   CHECK(counters.backpressure_reason == KVTIER_BACKPRESSURE_NONE);
   {
@@ -203,6 +219,8 @@ static int online(const char* socket_path) {
     CHECK(old_counters.score_records_pushed == 2);
     CHECK(old_counters.backpressure_tokens == 0xABABABABABABABABull); /* nothing written past it */
   }
+  /* The step end carries the client's length: kvtierd's sequence grows to the 100 positions. */
+  CHECK(kvtier_sequence_step_end(client, sequence, 0) == KVTIER_OK);
   if (admin_online(socket_path, client, sequence) != 0) return 1;
   if (handoff_online(client, sequence) != 0) return 1;
   CHECK(kvtier_sequence_close(client, sequence) == KVTIER_OK);

@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   kvtier::bench::register_gather(registry);
   kvtier::bench::register_metadata(registry);
   kvtier::bench::register_quantize(registry);
+  kvtier::bench::register_node_scale(registry);
 
   if (options.list) {
     for (const auto& benchmark : registry.all()) {

@@ -8,6 +8,7 @@
 #include "cuda_test_support.hpp"
 #include "kvtier/kernels/cuda/score_ops.hpp"
 #include "kvtier/kernels/cuda/score_reference.hpp"
+#include "kvtier/kernels/interval_scores.hpp"
 
 namespace kvtier::kernels::cuda {
 namespace {
@@ -72,6 +73,52 @@ TEST_F(ScoreTest, AccumulatorSumsAStepsLayersOnTheDeviceAndRestartsFromZero) {
     ASSERT_TRUE(got);
     ASSERT_EQ(got->size(), tokens);
     for (std::uint32_t t = 0; t < tokens; ++t) EXPECT_FLOAT_EQ((*got)[t], want[t]) << t;
+  }
+}
+
+TEST_F(ScoreTest, AccumulatorFoldsStepsIntoIntervalSumsBitForBitLikeIntervalSum) {
+  constexpr std::uint32_t kLayers = 2;
+  const IntervalFactors factors{0.9f, true, 0.875f};
+  auto acc = ScoreAccumulator::create(2048, kLayers, factors);
+  ASSERT_TRUE(acc);
+  auto stream = Stream::create();
+  ASSERT_TRUE(stream);
+  kernels::IntervalSum sums(factors.score_factor);
+  kernels::IntervalSum recent(factors.recent_factor);
+  std::vector<DeviceBuffer> layers;
+  for (std::uint32_t step = 0; step < 12; ++step) {
+    const std::uint32_t tokens = 900 + 9 * step;  // the sequence grows
+    const bool last = step % 4 == 3;           // intervals of 4 steps
+    std::vector<float> want(tokens, 0.0f);
+    for (std::uint32_t l = 0; l < kLayers; ++l) {
+      const std::vector<float> probs = random_probs(100 * step + l);
+      accumulate_scores_reference(want, probs.data(), kHeads, tokens, kLd, score_scale(kHeads, kLayers));
+      auto d = DeviceBuffer::allocate(probs.size() * 4);
+      ASSERT_TRUE(d && d->upload(probs.data(), probs.size() * 4));
+      ASSERT_TRUE(acc->add_layer(d->address(), kHeads, tokens, kLd, stream->handle()));
+      layers.push_back(std::move(*d));
+    }
+    sums.add(0, want);
+    recent.add(0, want);
+    ASSERT_TRUE(acc->end_step(stream->handle(), last));
+    if (!last) {
+      sums.end_step();
+      recent.end_step();
+      continue;
+    }
+    const auto got = acc->collect();
+    const auto got_recent = acc->collect_recent();
+    ASSERT_TRUE(got && got_recent);
+    const std::span<const float> ref = sums.finish();
+    const std::span<const float> ref_recent = recent.finish();
+    ASSERT_EQ(got->size(), ref.size());
+    ASSERT_EQ(got_recent->size(), ref_recent.size());
+    for (std::size_t t = 0; t < ref.size(); ++t) {
+      ASSERT_EQ((*got)[t], ref[t]) << "step " << step << " token " << t;
+      ASSERT_EQ((*got_recent)[t], ref_recent[t]) << "step " << step << " token " << t;
+    }
+    sums.reset();
+    recent.reset();
   }
 }
 

@@ -202,8 +202,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 2: {  // a score record, then maybe the doorbell
         shm::ScoreRecord record{};
         record.sequence = pick(in);
-        const auto kind = in.below<std::uint8_t>(6);
-        record.kind = kind == 5 ? in.take<std::uint16_t>() : kind % 4;
+        const auto kind = in.below<std::uint8_t>(8);  // 0..5 each ScoreKind, 6 as 0, 7 any value
+        record.kind = kind == 7 ? in.take<std::uint16_t>() : kind % shm::kScoreKindCount;
         record.first_position = in.take<std::uint16_t>() % 1100;
         record.count = in.below<std::uint8_t>(64) == 63 ? in.take<std::uint16_t>() : in.below<std::uint8_t>(61);
         if (record.kind == static_cast<std::uint16_t>(shm::ScoreKind::kStepEnd)) {

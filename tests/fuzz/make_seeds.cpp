@@ -334,6 +334,21 @@ void channel_seeds(const fs::path& root) {
     w.put<std::uint8_t>(1);
     corpus.write("vase-rkv", w.bytes());
   }
+  {  // per-decision shipping (interval 1: every step completes an interval): vase's attention
+     // and recent-attention sums, then paper's sums
+    SeedWriter w = channel_setup(0, 0);
+    channel_open(w, 4, 0);
+    for (std::uint8_t s = 0; s < 3; ++s) {
+      channel_step(w, 4, 24, s);
+      channel_step(w, 5, 24, s);
+    }
+    channel_open(w, 0, 0);
+    w.put<std::uint8_t>(2).put<std::uint8_t>(1).put<std::uint8_t>(4).put<std::uint16_t>(0).put<std::uint8_t>(0)
+        .put<std::uint8_t>(12);
+    for (std::uint8_t i = 0; i < 12; ++i) w.put<std::uint8_t>(i);
+    w.put<std::uint8_t>(1);
+    corpus.write("interval-sums", w.bytes());
+  }
   std::printf("client_channel: %d seeds\n", corpus.count());
 }
 

@@ -14,11 +14,11 @@ namespace {
 
 #define KVTIER_EXPECT_OFFSET(Type, field, offset) EXPECT_EQ(offsetof(Type, field), std::size_t{offset})
 
-TEST(ShmLayout, VersionIsFour) { EXPECT_EQ(kLayoutVersion, 4u); }
+TEST(ShmLayout, VersionIsFive) { EXPECT_EQ(kLayoutVersion, 5u); }
 
 TEST(ShmLayout, FingerprintIsPinned) {
   // Deliberately hard-coded: a layout change must be a conscious edit here and in LAYOUT.md.
-  EXPECT_EQ(kLayoutFingerprint, 0x15997de339439896ull);
+  EXPECT_EQ(kLayoutFingerprint, 0x0f4751f22b8de944ull);
 }
 
 TEST(ShmLayout, MagicReadsKvtiersgInMemory) {
@@ -103,7 +103,9 @@ TEST(ShmLayout, ScoreKindValuesArePinned) {
   EXPECT_EQ(static_cast<std::uint16_t>(ScoreKind::kStepEnd), 1u);
   EXPECT_EQ(static_cast<std::uint16_t>(ScoreKind::kValueRange), 2u);
   EXPECT_EQ(static_cast<std::uint16_t>(ScoreKind::kKeyDigest), 3u);
-  EXPECT_EQ(kScoreKindCount, 4u);
+  EXPECT_EQ(static_cast<std::uint16_t>(ScoreKind::kAttentionSum), 4u);
+  EXPECT_EQ(static_cast<std::uint16_t>(ScoreKind::kRecentSum), 5u);
+  EXPECT_EQ(kScoreKindCount, 6u);
   EXPECT_EQ(sizeof(ScoreKind), sizeof(ScoreRecord::kind));
 }
 

@@ -150,7 +150,17 @@ typedef struct kvtier_sequence_options {
    * Needs a model registered with int8_pool_tokens > 0. */
   double int8_ratio;
   uint32_t int8_tokens;
+  uint32_t reserved0; /* ignored: the tail padding of the 1.5 struct, which callers may not zero */
+  /* How the library ships this sequence's scores (kvtier_score_shipping; a caller built against
+   * an older header gets KVTIER_SHIP_PER_DECISION). Not a tier parameter: use_defaults keeps it. */
+  uint32_t score_shipping;
 } kvtier_sequence_options;
+
+/* KVTIER_SHIP_PER_DECISION (default): kvtier_scores_push accumulates in the library and only each
+ * interval's sums cross shared memory, once per Δ steps; KVTIER_SHIP_PER_STEP: every push goes out
+ * as it comes and kvtierd accumulates (the pre-1.6 traffic, kept as a baseline). kvtierd's scores
+ * and plans are bit-identical either way (PROTOCOL.md §4 "Score shipping"). */
+typedef enum kvtier_score_shipping { KVTIER_SHIP_PER_DECISION = 0, KVTIER_SHIP_PER_STEP = 1 } kvtier_score_shipping;
 
 /* Fills the paper's defaults (k_s 4, k_w 128, Δ 64, β 0.5, r 0, decay 1) with use_defaults = 1. */
 KVTIER_API void kvtier_sequence_options_init(kvtier_sequence_options* options);
@@ -160,10 +170,27 @@ KVTIER_API kvtier_status kvtier_sequence_open_with(kvtier_client* client, const 
 KVTIER_API kvtier_status kvtier_sequence_close(kvtier_client* client, uint32_t sequence);
 
 /* Publishes one decode step's scores for positions [first_position, first_position + count).
- * Never blocks: when the ring is full the records are dropped and counted (see
- * kvtier_client_counters). Returns KVTIER_OK in both cases. */
+ * Several pushes for one position in one step add up. Per decision (the default) the values are
+ * summed in the library and shipped by the kvtier_sequence_step_end that completes an interval;
+ * per step they go out now. Never blocks: when the ring is full the records are dropped and
+ * counted (per decision: deferred to the next interval, see kvtier_client_counters). Returns
+ * KVTIER_OK in every case. */
 KVTIER_API kvtier_status kvtier_scores_push(kvtier_client* client, uint32_t sequence, uint32_t step,
                                             uint32_t first_position, const float* values, size_t count);
+
+/* For engines that accumulate scores on the device (kernels/cuda ScoreAccumulator folds each
+ * step into the interval's sums exactly as the library would): the interval's sums for positions
+ * [first_position, first_position + count), pushed in the step that completes an interval
+ * (kvtier_sequence_completes_interval) before its kvtier_sequence_step_end, which ships them.
+ * KVTIER_SCORE_SUM_RECENT only for policies that keep recent attention (vase, r_kv). They add to
+ * whatever kvtier_scores_push accumulated. KVTIER_E_BAD_STATE for a sequence shipped per step
+ * or outside such a step; KVTIER_E_NOT_FOUND for an unknown sequence. */
+typedef enum kvtier_score_sum { KVTIER_SCORE_SUM_ATTENTION = 0, KVTIER_SCORE_SUM_RECENT = 1 } kvtier_score_sum;
+KVTIER_API kvtier_status kvtier_score_sums_push(kvtier_client* client, uint32_t sequence, kvtier_score_sum kind,
+                                                uint32_t first_position, const float* values, size_t count);
+/* *out = 1 when the next kvtier_sequence_step_end of `sequence` completes an interval (the daemon
+ * then decides), else 0. */
+KVTIER_API kvtier_status kvtier_sequence_completes_interval(kvtier_client* client, uint32_t sequence, int* out);
 
 /* Per-token features some policies need, sent only when the sequence's policy uses them:
  * KVTIER_FEATURE_VALUE_RANGE (vase): one value per position, max − min of the token's value
@@ -195,6 +222,9 @@ typedef struct kvtier_client_counters {
   uint64_t reattachments;
   uint32_t detached;        /* 1 while no daemon is attached */
   uint32_t reattach_refused; /* 1 once a successor refused the reattachment (no more attempts) */
+  /* Positions whose interval sums did not fit into the score ring and went out with a later
+   * interval's (their scores arrive late, never lost). */
+  uint64_t score_positions_deferred;
 } kvtier_client_counters;
 
 /* out->struct_size: 0 (or this header's size) fills the whole struct; a smaller size (a caller
@@ -284,7 +314,8 @@ KVTIER_API kvtier_status kvtier_sequence_attach_cache(kvtier_client* client, uin
                                                       const kvtier_kv_layout* layout);
 
 /* Marks the end of decode step `step` (steps increase) after its scores were pushed; the
- * daemon decides tiers every Δ ended steps. */
+ * daemon decides tiers every Δ ended steps. The step end that completes an interval ships the
+ * interval's score sums first (per-decision shipping). */
 KVTIER_API kvtier_status kvtier_sequence_step_end(kvtier_client* client, uint32_t sequence, uint32_t step);
 
 /* Executes a polled plan's copies. hbm_slots[i] is the engine's cache slot of moves[i] where it

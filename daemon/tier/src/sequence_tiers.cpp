@@ -24,6 +24,11 @@ std::size_t first_invalid_score(std::span<const float> values) noexcept {
   return i;
 }
 
+// s[i] += values[i] unless the token is T3 (its score stays 0): score_loops.hpp's loop.
+void accumulate_scores(float* s, const Tier* t, std::span<const float> values) noexcept {
+  detail::add_unless_dropped(s, t, values.data(), values.size());
+}
+
 // The first position that can ever be managed (managed_first() once the sequence is that long),
 // clamped to max_tokens.
 std::uint32_t sum_first(std::uint32_t prompt_length, const TierParams& params,
@@ -59,8 +64,10 @@ SequenceTiers::SequenceTiers(std::uint32_t prompt_length, const TierParams& para
     : params_(params),
       policy_(make_policy(params.policy)),
       features_(params, sum_first(prompt_length, params, max_tokens), max_tokens),
+      step_sums_(score_shipping(params).score_factor),
       prompt_length_(prompt_length),
       max_tokens_(max_tokens) {
+  if (const ScoreShipping shipping = score_shipping(params); shipping.recent) step_recent_.emplace(shipping.recent_factor);
   extend_to(prompt_length);
 }
 
@@ -106,9 +113,7 @@ Status SequenceTiers::add_key_digests(std::uint32_t first_position, std::span<co
   return features_.set_key_digests(first_position, keys, dim, tiers_);
 }
 
-Status SequenceTiers::add_scores(std::uint32_t first_position, std::span<const float> values) {
-  if (values.empty()) return {};
-  // Validate everything first so a bad record changes nothing.
+Status SequenceTiers::check_scores(std::uint32_t first_position, std::span<const float> values) const {
   const std::uint64_t end = std::uint64_t{first_position} + values.size();
   if (end > max_tokens_) {
     const std::uint64_t bad = std::max<std::uint64_t>(first_position, max_tokens_);
@@ -125,14 +130,94 @@ Status SequenceTiers::add_scores(std::uint32_t first_position, std::span<const f
                                                   std::to_string(first_position + i) + " " + what +
                                                   " (" + fmt_value(v) + ")");
   }
-  extend_to(static_cast<std::uint32_t>(end));
-  detail::add_unless_dropped(scores_.data() + first_position, tiers_.data() + first_position,
-                             values.data(), values.size());
+  return {};
+}
+
+Status SequenceTiers::check_interval_end(const char* what) const {
+  if (completes_interval()) return {};
+  return make_error(Errc::kInvalidArgument,
+                    std::string(what) + " arrived in step " + std::to_string(step_ + 1) +
+                        ", which completes no interval of " + std::to_string(params_.interval) +
+                        " steps");
+}
+
+Status SequenceTiers::add_scores(std::uint32_t first_position, std::span<const float> values) {
+  if (values.empty()) return {};
+  // Validate everything first so a bad record changes nothing.
+  if (auto status = check_scores(first_position, values); !status) return status;
+  const auto end = static_cast<std::uint32_t>(first_position + values.size());
+  extend_to(end);
+  accumulate_scores(scores_.data() + first_position, tiers_.data() + first_position, values);
   features_.add_recent(first_position, values, tiers_);
   return {};
 }
 
+Status SequenceTiers::add_score_sums(std::uint32_t first_position, std::span<const float> sums) {
+  if (auto status = check_interval_end("attention sums"); !status) return status;
+  if (sums.empty()) return {};
+  if (auto status = check_scores(first_position, sums); !status) return status;
+  extend_to(static_cast<std::uint32_t>(first_position + sums.size()));
+  accumulate_scores(scores_.data() + first_position, tiers_.data() + first_position, sums);
+  return {};
+}
+
+Status SequenceTiers::add_recent_sums(std::uint32_t first_position, std::span<const float> sums) {
+  if (!policy_traits(params_.policy).uses_recent_attention) {
+    return make_error(Errc::kBadState, "policy " + std::string(policy_name(params_.policy)) +
+                                           " does not use recent attention");
+  }
+  if (auto status = check_interval_end("recent-attention sums"); !status) return status;
+  if (sums.empty()) return {};
+  if (auto status = check_scores(first_position, sums); !status) return status;
+  extend_to(static_cast<std::uint32_t>(first_position + sums.size()));
+  features_.add_recent(first_position, sums, tiers_);
+  return {};
+}
+
+Status SequenceTiers::accumulate_step_scores(std::uint32_t first_position, std::span<const float> values) {
+  if (values.empty()) return {};
+  if (auto status = check_scores(first_position, values); !status) return status;
+  step_sums_.add(first_position, values);
+  if (step_recent_) step_recent_->add(first_position, values);
+  return {};
+}
+
+void SequenceTiers::fold_step_sums() {
+  // The sums the client would have shipped for this interval, added as add_score_sums and
+  // add_recent_sums add them (extension included), then the accumulators restart.
+  const auto add = [this](kernels::IntervalSum& sum, bool recent) {
+    const std::uint32_t first = sum.touched_begin();
+    const std::uint32_t end = sum.touched_end();
+    if (first == end) return;
+    const std::span<const float> sums = sum.finish().subspan(first, end - first);
+    extend_to(end);
+    if (recent) {
+      features_.add_recent(first, sums, tiers_);
+    } else {
+      accumulate_scores(scores_.data() + first, tiers_.data() + first, sums);
+    }
+    sum.reset();
+  };
+  add(step_sums_, false);
+  if (step_recent_) add(*step_recent_, true);
+}
+
+Status SequenceTiers::grow_to(std::uint32_t length) {
+  if (length > max_tokens_) {
+    return make_error(Errc::kInvalidArgument, "sequence length " + std::to_string(length) +
+                                                  " is beyond max_tokens " + std::to_string(max_tokens_));
+  }
+  extend_to(length);
+  return {};
+}
+
 void SequenceTiers::end_step() {
+  if (completes_interval()) {
+    fold_step_sums();
+  } else {
+    step_sums_.end_step();
+    if (step_recent_) step_recent_->end_step();
+  }
   ++step_;
   features_.end_step();
   if (params_.decay < 1.0) {
@@ -219,8 +304,8 @@ double SequenceTiers::destroyed_fraction() const noexcept {
 
 std::size_t SequenceTiers::metadata_bytes() const noexcept {
   return scores_.capacity() * sizeof(float) + tiers_.capacity() * sizeof(Tier) +
-         features_.bytes() +
-         (key_scratch_.capacity() + rank_workspace_.capacity()) * sizeof(float);
+         features_.bytes() + (key_scratch_.capacity() + rank_workspace_.capacity()) * sizeof(float) +
+         step_sums_.bytes() + (step_recent_ ? step_recent_->bytes() : 0);
 }
 
 std::size_t SequenceTiers::metadata_bytes_per_token() const noexcept {

@@ -27,10 +27,12 @@ class Book final : public ScoreIntake::Sequences {
     bool frozen = false;
   };
 
+  // interval 1: every step completes an interval, so per-step scores show after each step end.
   tier::SequenceTiers& open(std::uint32_t id, tier::PolicyKind policy = tier::PolicyKind::kPaper,
-                            std::uint32_t digest_dim = 0) {
+                            std::uint32_t digest_dim = 0, std::uint32_t interval = 1) {
     tier::TierParams params;
     params.policy = policy;
+    params.interval = interval;
     auto tiers = tier::SequenceTiers::create(0, params, 1024);
     EXPECT_TRUE(tiers) << tiers.error().message;
     return entries.emplace(id, Entry{std::move(*tiers), std::nullopt, digest_dim, false}).first->second.tiers;
@@ -77,25 +79,47 @@ class ScoreIntakeTest : public ::testing::Test {
   Book book_;
 };
 
-TEST_F(ScoreIntakeTest, AttentionRecordsAddToTheSequencesScores) {
+TEST_F(ScoreIntakeTest, AttentionRecordsAddToTheSequencesScoresAtTheIntervalsLastStepEnd) {
   tier::SequenceTiers& tiers = book_.open(1);
   push(record(1, shm::ScoreKind::kAttention, 2, {0.5f, 1.5f}));
   push(record(1, shm::ScoreKind::kAttention, 3, {1.0f}));
   ASSERT_TRUE(intake_.drain(book_));
+  EXPECT_EQ(tiers.length(), 0u);  // accumulated, not yet folded
+  push(step_end(1, 0));
+  ASSERT_TRUE(intake_.drain(book_));
   EXPECT_EQ(tiers.length(), 4u);
   EXPECT_FLOAT_EQ(tiers.score_of(2), 0.5f);
   EXPECT_FLOAT_EQ(tiers.score_of(3), 2.5f);
-  EXPECT_EQ(intake_.records(), 2u);
+  EXPECT_EQ(intake_.records(), 3u);
   EXPECT_EQ(intake_.ignored(), 0u);
+}
+
+TEST_F(ScoreIntakeTest, IntervalSumsAddAtOnceAndRecentSumsReachRecentAttention) {
+  tier::SequenceTiers& tiers = book_.open(1, tier::PolicyKind::kVase);
+  push(record(1, shm::ScoreKind::kAttentionSum, 0, {0.5f, 1.5f}));
+  push(record(1, shm::ScoreKind::kRecentSum, 0, {0.25f, 2.0f}));
+  ASSERT_TRUE(intake_.drain(book_));
+  EXPECT_EQ(tiers.score_of(1), 1.5f);
+  EXPECT_EQ(tiers.recent_of(1), 2.0f);
+}
+
+TEST_F(ScoreIntakeTest, IntervalSumsBeforeTheIntervalsLastStepEndTheSession) {
+  book_.open(1, tier::PolicyKind::kPaper, 0, 4);
+  push(record(1, shm::ScoreKind::kAttentionSum, 0, {1.0f}));
+  const Status drained = intake_.drain(book_);
+  ASSERT_FALSE(drained);
+  EXPECT_EQ(drained.error().code, Errc::kInvalidArgument);
+  EXPECT_NE(drained.error().message.find("sequence 1"), std::string::npos) << drained.error().message;
 }
 
 TEST_F(ScoreIntakeTest, OneDrainAppliesMoreRecordsThanOnePopCopies) {
   tier::SequenceTiers& tiers = book_.open(1);
   constexpr std::size_t kRecords = 3 * ScoreIntake::kBatch + 5;
   for (std::size_t i = 0; i < kRecords; ++i) push(record(1, shm::ScoreKind::kAttention, 0, {1.0f}));
+  push(step_end(1, 0));
   ASSERT_TRUE(intake_.drain(book_));
   EXPECT_FLOAT_EQ(tiers.score_of(0), static_cast<float>(kRecords));
-  EXPECT_EQ(intake_.records(), kRecords);
+  EXPECT_EQ(intake_.records(), kRecords + 1);
 }
 
 TEST_F(ScoreIntakeTest, ARecordForAnUnknownSequenceIsNotFound) {

@@ -25,7 +25,7 @@
 
 namespace kvtier::shm {
 
-inline constexpr std::uint32_t kLayoutVersion = 4;
+inline constexpr std::uint32_t kLayoutVersion = 5;
 
 enum class SegmentKind : std::uint32_t { kControl = 1, kPool = 2, kInt8Pool = 3 };
 
@@ -113,6 +113,7 @@ struct Fnv1a {
 constexpr std::uint64_t layout_fingerprint() {
   detail::Fnv1a f;
   f.add(kCacheLine).add(kScoresPerRecord).add(kMovesPerRecord).add(kPoolRowsOffset);
+  f.add(kScoreKindCount);  // a new record kind changes what a reader must understand
 
   f.add(sizeof(SegmentHeader)).add(alignof(SegmentHeader));
   f.add(offsetof(SegmentHeader, magic)).add(offsetof(SegmentHeader, layout_version));

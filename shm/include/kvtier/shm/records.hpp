@@ -16,14 +16,19 @@ inline constexpr std::uint32_t kScoresPerRecord = 60;
 // What a ScoreRecord carries (ScoreRecord::kind). The daemon refuses any other value.
 enum class ScoreKind : std::uint16_t {
   kAttention = 0,   // this step's attention received by positions [first, first + count)
-  kStepEnd = 1,     // decode step `step` ended (count = 0)
+  kStepEnd = 1,     // decode step `step` ended (count = 0; first_position = the client's length)
   kValueRange = 2,  // per-position value-vector range (vase policy)
   kKeyDigest = 3,   // count / dim positions' key digests of the sequence's digest dim (r_kv)
+  // Per-decision shipping (layout 5; kernels/interval_scores.hpp defines the sums): sent in the
+  // step that completes an interval, before its step end, once per interval and position.
+  kAttentionSum = 4,  // the interval's attention sums Σ_j d^(t−j)·x_j by position
+  kRecentSum = 5,     // the interval's recent-attention sums Σ_j ρ^(t−j)·x_j (vase, r_kv)
 };
-inline constexpr std::uint16_t kScoreKindCount = 4;
+inline constexpr std::uint16_t kScoreKindCount = 6;
 
 // One record of per-token features of one sequence, for absolute positions starting at
-// first_position. count <= kScoresPerRecord (the daemon checks).
+// first_position. count <= kScoresPerRecord (the daemon checks). `step` is the client's step
+// number for kAttention and kStepEnd, 0 otherwise.
 struct ScoreRecord {
   std::uint32_t sequence;
   std::uint32_t first_position;

@@ -1,8 +1,14 @@
 // Per-sequence tier state: cumulative importance scores, each token's committed tier, and the
 // paper's tier decision (research/seed-algorithms.md §3, §9; DESIGN.md §5) with two-phase commit.
 //
-// Lifecycle, as the daemon drives it:
-//   add_scores(...)* end_step()   once per decode step (prefill column sums: add_scores only)
+// Lifecycle, as the daemon drives it (scores arrive one of two ways; shm/LAYOUT.md "Records"):
+//   per decision: add_score_sums(...)* add_recent_sums(...)* in the step that completes an
+//                 interval (completes_interval()), end_step() once per decode step;
+//   per step:     accumulate_step_scores(...)* end_step() once per decode step; end_step() of
+//                 the step that completes an interval folds what was accumulated exactly as the
+//                 per-decision calls would have added it (kernels/interval_scores.hpp), so the
+//                 two ways give bit-identical scores, recent attention and decisions.
+//   add_scores(...) adds at once (s += x per call, the in-process API of simulations and tests).
 //   if (due()) { d = decide(); send d.moves; on ack commit(accepted); on failure rollback(); }
 //   under pool pressure, between decisions: propose(moves), then the same send/commit/rollback
 // decide() (like propose()) changes nothing visible: it leaves a pending decision whose moves are
@@ -42,7 +48,9 @@
 //   split puts every survivor in one tier.
 // Decay d < 1: end_step() multiplies every score by d, so after step t a score is
 //   Σ_j d^(t−j+1)·x_j: the same as s ← d·s + x at each step's add, times one common factor d
-//   that no ranking or relative hysteresis test can see.
+//   that no ranking or relative hysteresis test can see. (Per-interval sums are Σ_j d^(t−j)·x_j
+//   over the interval, added before its last end_step: the same weights, rounded differently.)
+//   Decay costs one multiply per token per step here, whichever way scores arrive.
 //
 // Hysteresis applies to paper and h2o only (validate() refuses it for the other policies).
 //
@@ -74,6 +82,7 @@
 #include <utility>
 #include <vector>
 
+#include "kvtier/kernels/interval_scores.hpp"
 #include "kvtier/protocol/error.hpp"
 #include "kvtier/tier/policy.hpp"
 #include "kvtier/tier/tier.hpp"
@@ -144,7 +153,30 @@ class SequenceTiers {
   Status add_key_digests(std::uint32_t first_position, std::span<const float> keys,
                          std::uint32_t dim);
 
-  // One decode step finished: step() += 1, then the decay factor is applied (if < 1).
+  // Per-decision shipping: an interval's attention sums (kernels::IntervalSum with factor
+  // score_shipping(params).score_factor) added to positions first_position + i, masked like
+  // add_scores but with no recent attention. kInvalidArgument unless completes_interval() (the
+  // client ships in the interval's last step, before its end_step), and add_scores' errors.
+  Status add_score_sums(std::uint32_t first_position, std::span<const float> sums);
+  // The interval's recent-attention sums (factor score_shipping(params).recent_factor), added
+  // to recent attention as add_scores adds a step's values. kBadState unless the policy keeps
+  // recent attention; otherwise add_score_sums' errors.
+  Status add_recent_sums(std::uint32_t first_position, std::span<const float> sums);
+  // Per-step shipping: accumulates one step's values as a client would (IntervalSum); nothing is
+  // visible before the end_step() that completes the interval. add_scores' errors; nothing is
+  // accumulated on error. The accumulators take 4 B per position (8 with recent attention), and
+  // only once this path is used.
+  Status accumulate_step_scores(std::uint32_t first_position, std::span<const float> values);
+  // The client has published `length` positions (its step-end marker says so): the sequence
+  // grows to it (new tokens T0, score 0), so between decisions its length, protected window and
+  // eviction budget follow the engine's even though scores arrive per interval. Never shrinks.
+  // kInvalidArgument for a length beyond max_tokens.
+  Status grow_to(std::uint32_t length);
+  // True when the running step (step() + 1) is the last of an interval.
+  bool completes_interval() const noexcept { return (step_ + 1) % params_.interval == 0; }
+
+  // One decode step finished: the per-step accumulators are folded when the step completes an
+  // interval, then step() += 1, then the decay factor is applied (if < 1).
   void end_step();
 
   // True when step() > 0 and step() % interval == 0 (the paper's (t+1) mod Δ = 0).
@@ -240,6 +272,12 @@ class SequenceTiers {
   std::uint32_t candidate_count(bool t0_only) const noexcept;
   // The checks of propose(); nothing changes.
   Status check_proposal(std::span<const TierMove> moves) const;
+  // add_scores' validation: range and values; nothing changes.
+  Status check_scores(std::uint32_t first_position, std::span<const float> values) const;
+  // kInvalidArgument naming `what` unless completes_interval().
+  Status check_interval_end(const char* what) const;
+  // end_step() of an interval's last step: adds the per-step accumulators, then resets them.
+  void fold_step_sums();
   // Checks first_position + count against max_tokens; kInvalidArgument naming `what`.
   Status check_range(std::uint32_t first_position, std::size_t count, const char* what) const;
 
@@ -248,6 +286,8 @@ class SequenceTiers {
   TokenFeatures features_;
   std::vector<float> key_scratch_;
   std::vector<float> rank_workspace_;  // RankingContext::workspace (r_kv only)
+  kernels::IntervalSum step_sums_;                  // per-step path only (empty otherwise)
+  std::optional<kernels::IntervalSum> step_recent_;  // with recent attention
   std::uint32_t prompt_length_;
   std::uint32_t max_tokens_;
   std::vector<float> scores_;

@@ -60,7 +60,8 @@ struct TierParams {
   // kPaperPrototype). See SequenceTiers::decide() for the rule and the budget deviation it allows.
   double hysteresis = 0.0;
   // 1 = no decay. Below 1, end_step() multiplies every score by decay, so a score is the EMA-like
-  // sum s = Σ_j decay^(t−j+1)·x_j over the steps j ≤ t seen so far.
+  // sum s = Σ_j decay^(t−j+1)·x_j over the steps j ≤ t seen so far (per-interval sums add
+  // Σ_j decay^(t−j)·x_j over the interval before its last end_step; interval_scores.hpp).
   double decay = 1.0;
   std::uint32_t hbm_tokens = 0;      // absolute T0 budget for unprotected tokens; 0 = hbm_ratio
   std::uint32_t evict_tokens = 0;    // absolute destroyed-token budget; 0 = evict_ratio
@@ -101,6 +102,24 @@ constexpr bool protects_prompt(const TierParams& params) noexcept {
 constexpr std::uint32_t effective_recent_window(const TierParams& params) noexcept {
   return params.recent_window != 0 ? params.recent_window
                                    : policy_traits(params.policy).default_recent_window;
+}
+
+// What a client needs to accumulate a sequence's scores between decisions exactly as kvtierd's
+// per-step path does (kernels/interval_scores.hpp; sent in SequenceOpened, SequenceAdopted and
+// Reattached): the interval, the IntervalSum factor of the attention sums (the score decay as a
+// float; 1 = none) and, when the policy keeps recent attention (vase, r_kv), that of the
+// recent-attention sums (ρ = 1 − 1/R as TokenFeatures computes it).
+struct ScoreShipping {
+  std::uint32_t interval = 64;
+  float score_factor = 1.0f;
+  bool recent = false;  // the policy takes recent-attention sums
+  float recent_factor = 0.0f;
+};
+constexpr ScoreShipping score_shipping(const TierParams& params) noexcept {
+  const std::uint32_t window = effective_recent_window(params);
+  return {params.interval, params.decay < 1.0 ? static_cast<float>(params.decay) : 1.0f,
+          policy_traits(params.policy).uses_recent_attention,
+          window > 0 ? static_cast<float>(1.0 - 1.0 / static_cast<double>(window)) : 0.0f};
 }
 
 // True when the params give T2 a budget (int8_ratio > 0 or int8_tokens != 0).
