@@ -132,7 +132,9 @@ void Session::write_next() {
     return;
   }
   asio::async_write(socket_, asio::buffer(out.bytes), [self = shared_from_this()](std::error_code ec, std::size_t) {
-    if (ec) return self->close();
+    // A write that had completed when close() emptied the queue still reports success here:
+    // nothing is left to pop.
+    if (ec || self->state_ == State::kClosed) return self->close();
     self->outgoing_.pop_front();
     self->write_next();
   });
