@@ -27,14 +27,16 @@
 namespace kvtier::shm {
 
 // PlanConsumer::wait spins (with a CPU pause) before it sleeps on the futex, for an adaptive
-// number of iterations: kPlanSpinIterations while spinning pays off, halved after each wait that
-// had to sleep down to kPlanMinSpinIterations, back to the full budget as soon as a spin sees a
-// record. Reason: a spin only helps while the daemon runs on another CPU. Under CPU contention a
-// futex wake-up tends to place the client on the daemon's CPU and keep it there; then the daemon
+// number of iterations: kPlanSpinIterations while spinning pays off, halved (down to
+// kPlanMinSpinIterations) after each wait whose spin ended without a record, whether it then
+// slept or timed out, and back to the full budget as soon as a spin sees a record.
+// Reason: a spin only helps while the daemon runs on another CPU. Under CPU contention a futex
+// wake-up tends to place the client on the daemon's CPU and keep it there; then the daemon
 // cannot publish until the client sleeps, and every full spin is a lost ~5 us per round trip
-// (kvtier-bench plan_roundtrip, loaded phase, measures it). A wait that starts with a reduced budget
-// spins the full one every kPlanSpinProbeInterval-th time, to notice that the two sides run
-// apart again.
+// (kvtier-bench plan_roundtrip, loaded phase, measures it). A client that polls with a zero
+// timeout between plans also stops paying the full spin on every poll. A wait that starts with
+// a reduced budget spins the full one every kPlanSpinProbeInterval-th time, to notice that the
+// two sides run apart again.
 inline constexpr int kPlanSpinIterations = 512;
 inline constexpr int kPlanMinSpinIterations = 4;
 inline constexpr int kPlanSpinProbeInterval = 256;
