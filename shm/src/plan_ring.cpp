@@ -160,10 +160,19 @@ bool PlanConsumer::pending() const noexcept {
 
 bool PlanConsumer::wait(std::chrono::nanoseconds timeout) noexcept {
   if (pending()) return true;
-  for (int i = 0; i < kPlanSpinIterations; ++i) {
-    detail::cpu_relax();
-    if (pending()) return true;
+  int budget = spin_budget_;
+  if (budget < kPlanSpinIterations && ++waits_since_probe_ >= kPlanSpinProbeInterval) {
+    waits_since_probe_ = 0;
+    budget = kPlanSpinIterations;
   }
+  for (int i = 0; i < budget; ++i) {
+    detail::cpu_relax();
+    if (pending()) {
+      spin_budget_ = kPlanSpinIterations;
+      return true;
+    }
+  }
+  spin_budget_ = std::max(kPlanMinSpinIterations, spin_budget_ / 2);
   using Clock = std::chrono::steady_clock;
   constexpr auto kMaxTimeout = std::chrono::hours(24 * 365);  // keeps now() + timeout finite
   const auto deadline = Clock::now() + std::min<std::chrono::nanoseconds>(timeout, kMaxTimeout);

@@ -26,8 +26,20 @@
 
 namespace kvtier::shm {
 
-// Spin iterations (with a CPU pause) PlanConsumer::wait makes before it sleeps on the futex.
+// PlanConsumer::wait spins (with a CPU pause) before it sleeps on the futex, for an adaptive
+// number of iterations: kPlanSpinIterations while spinning pays off, halved (down to
+// kPlanMinSpinIterations) after each wait whose spin ended without a record, whether it then
+// slept or timed out, and back to the full budget as soon as a spin sees a record.
+// Reason: a spin only helps while the daemon runs on another CPU. Under CPU contention a futex
+// wake-up tends to place the client on the daemon's CPU and keep it there; then the daemon
+// cannot publish until the client sleeps, and every full spin is a lost ~5 us per round trip
+// (kvtier-bench plan_roundtrip, loaded phase, measures it). A client that polls with a zero
+// timeout between plans also stops paying the full spin on every poll. A wait that starts with
+// a reduced budget spins the full one every kPlanSpinProbeInterval-th time, to notice that the
+// two sides run apart again.
 inline constexpr int kPlanSpinIterations = 512;
+inline constexpr int kPlanMinSpinIterations = 4;
+inline constexpr int kPlanSpinProbeInterval = 256;
 
 class PlanProducer {
  public:
@@ -86,7 +98,8 @@ class PlanConsumer {
   Result<std::size_t> pop(std::span<PlanRecord> out);
 
   // Returns true as soon as a record is pending (or the counter is corrupt: pop() reports it),
-  // false after `timeout` without one. Bounded spin, then futex sleep.
+  // false after `timeout` without one. Bounded (adaptive, see kPlanSpinIterations) spin, then
+  // futex sleep.
   bool wait(std::chrono::nanoseconds timeout) noexcept;
 
   // Publish that `epoch` was applied completely / could not be applied. Precondition: epochs
@@ -115,6 +128,8 @@ class PlanConsumer {
   std::uint32_t capacity_;
   std::uint64_t read_;
   std::uint64_t last_write_;
+  int spin_budget_ = kPlanSpinIterations;  // this view's own, never in shared memory
+  int waits_since_probe_ = 0;
 };
 
 }  // namespace kvtier::shm
