@@ -41,7 +41,7 @@ def shape_checks(agg: dict[str, dict]) -> list[tuple[str, bool, str]]:
                    "smallest effect of r)", spread < effect, f"spread {spread:.2e} vs effect {effect:.2e}"))
     falls = all(grid[(betas[i], r)]["peak"] < grid[(betas[i + 1], r)]["peak"] for r in rs
                 for i in range(len(betas) - 1))
-    checks.append(("peak KV bytes in the model's tensors fall with beta (rise from beta 0.3 to 0.7) at every r", falls,
+    checks.append(("peak KV bytes allocated fall with beta (rise from beta 0.3 to 0.7) at every r", falls,
                    "; ".join(f"r={r:g}: " + " < ".join(f"{grid[(b, r)]['peak']:.2f}" for b in betas) for r in rs)))
     return checks
 
@@ -76,7 +76,7 @@ def plot(path: Path, agg: dict[str, dict], title: str) -> None:
         cells = sorted((a for a in grid if a["r"] == r), key=lambda a: a["beta"])
         axes[2].plot([a["beta"] for a in cells], [100 * a["peak"] for a in cells], marker="o", label=f"r = {100 * r:g}%")
     axes[2].axhline(100, color="grey", linestyle="--", label="full cache")
-    axes[2].set(xlabel="HBM ratio beta", ylabel="peak KV bytes in model tensors (% of full)",
+    axes[2].set(xlabel="HBM ratio beta", ylabel="peak KV bytes allocated (% of full)",
                 title="memory held by the model (T0 + staging)")
     for ax in axes:
         ax.grid(alpha=0.3)
@@ -111,7 +111,7 @@ def write_report(out: Path, results: list[dict], cells: list[tuple], args, desc:
         "```",
         "",
         "| cell | agreement until first divergence | identical problems | earliest divergence (token) "
-        "| mean KL(full ‖ cell) | max KL | destroyed fraction (daemon) | peak KV bytes vs full |",
+        "| mean KL(full ‖ cell) | max KL | destroyed fraction (daemon) | peak KV bytes allocated vs full |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for label, _, _ in cells:
