@@ -122,14 +122,12 @@ def write_report(out: Path, results: list[dict], cells: list[tuple], args, desc:
     for text, held, detail in shape_checks(agg):
         lines.append(f"- {'held' if held else 'NOT held'}: {text} ({detail})")
     lines += ["", "![fidelity grid](fidelity-grid.png)", "",
-              "Peak KV bytes: T0 tokens of all layers plus one layer's staged T1 rows, the most at any step, over "
-              "the full cache's bytes for the same tokens. The KV tensors are preallocated at max_length; the "
-              "figure counts occupied slots, as a paged engine would hold them. `update()` also returns one "
-              "layer's assembled keys and values (T0 + T1 in position order) for eager attention; that transient "
-              "is not counted.", ""]
+              "Peak KV bytes allocated: the most TieredCache held at any step (storage of its T0 tensors, "
+              "staging buffers and one layer's assembled keys and values, `TieredCacheStats.peak_kv_bytes`) over "
+              "the storage of DynamicCache's tensors at the end of the same chain (`kvtier.hf.cache_bytes`).", ""]
     (out / "fidelity-grid.md").write_text("\n".join(lines))
     saved = dict(command=command, seconds=seconds, new_tokens=args.new_tokens, problems=args.problems,
-                 model=args.model, results=results)
+                 model=args.model, tiering=tiering, results=results)
     (out / "fidelity-grid.json").write_text(json.dumps(saved, indent=0))
     plot(out / "fidelity-grid.png", agg, f"kvtier fidelity grid: {desc.split(' (')[0]}, {args.problems} problems, "
                                          f"{args.new_tokens} tokens")

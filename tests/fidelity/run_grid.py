@@ -15,7 +15,8 @@ next-token distribution is compared on the same context:
                layer's assembled keys and values) over the bytes DynamicCache's tensors hold at the
                end of the same chain (kvtier.hf.cache_bytes: storage sizes, not slot counts)
 "Pure eviction at 50%" is beta = 1 (no T1), r = 0.5 through the daemon. Tier parameters are
-scaled to short chains: k_s 4, k_w 16, interval 16 (the paper: 4, 128, 64 over ~1,400 tokens).
+scaled to short chains by default: k_s 4, k_w 16, interval 16 (--sink, --window, --interval; the
+paper: 4, 128, 64 over ~1,400 tokens).
 
 Writes <out>/fidelity-grid.md (table, command, model), .png (plot) and .json (per-problem rows).
 Run (from the repository root, after `tests/python/run build` has built the daemon and the venv;
@@ -50,7 +51,11 @@ DESCRIPTIONS = {
 }
 CELLS = [("full cache", None, None), ("pure eviction 50%", 1.0, 0.5)] + [
     (f"beta={b} r={r:g}", b, r) for b in (0.3, 0.5, 0.7) for r in (0.0, 0.03, 0.10)]
-TIERING = dict(sink_tokens=4, window_tokens=16, interval=16, plan_wait_ms=60_000)  # a bound on the sync, not a wait
+
+
+def tiering(args: argparse.Namespace) -> dict:
+    """The cells' tier parameters (plan_wait_ms: a bound on the sync, not a wait)."""
+    return dict(sink_tokens=args.sink, window_tokens=args.window, interval=args.interval, plan_wait_ms=60_000)
 
 
 def load_model(kind: str):
@@ -126,7 +131,7 @@ def run_shard(args: argparse.Namespace, socket: str, indices: list[int]) -> list
                                 peak=1.0, prompt=prompt.shape[1]))
             for label, beta, r in CELLS[1:]:
                 with TieredCache(model, client=client, max_length=prompt.shape[1] + args.new_tokens, hbm_ratio=beta,
-                                 evict_ratio=r, **TIERING) as cache:
+                                 evict_ratio=r, **tiering(args)) as cache:
                     _, logits = decode(model, prompt, args.new_tokens, cache, forced=ref_tokens)
                     client_info = next(c for c in admin.status().clients if c.name == name)
                     destroyed = next(s.destroyed_fraction for s in client_info.sequences
@@ -144,6 +149,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=["smollm2", "random"], default="smollm2")
     parser.add_argument("--new-tokens", type=int, default=96)
+    parser.add_argument("--sink", type=int, default=4, help="k_s (the paper: 4)")
+    parser.add_argument("--window", type=int, default=16, help="k_w (the paper: 128, for ~1,400-token chains)")
+    parser.add_argument("--interval", type=int, default=16, help="decision interval (the paper: 64)")
     parser.add_argument("--problems", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (one torch thread each)")
     parser.add_argument("--build", default="build", help="build directory holding daemon/kvtierd")
@@ -160,7 +168,7 @@ def main() -> None:
         saved = json.loads(Path(args.from_json).read_text())
         args.new_tokens, args.problems, args.model = saved["new_tokens"], saved["problems"], saved["model"]
         write_report(Path(args.out), saved["results"], CELLS, args, DESCRIPTIONS[args.model], saved["command"],
-                     saved["seconds"], TIERING)
+                     saved["seconds"], saved.get("tiering", tiering(args)))
         return
     load_model(args.model)  # fail early if the model is missing
     started = time.monotonic()
@@ -169,7 +177,7 @@ def main() -> None:
     with Daemon() as daemon, ProcessPoolExecutor(args.jobs) as pool:
         parts = pool.map(run_shard, [args] * args.jobs, [daemon.socket] * args.jobs, shards)
         results = [row for part in parts for row in part]
-    write_report(Path(args.out), results, CELLS, args, desc, command, time.monotonic() - started, TIERING)
+    write_report(Path(args.out), results, CELLS, args, desc, command, time.monotonic() - started, tiering(args))
 
 
 if __name__ == "__main__":
