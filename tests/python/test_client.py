@@ -54,7 +54,7 @@ def test_policy_parameters_reach_the_daemon_and_are_checked(daemon):
         seq = client.open_sequence(8, policy=kvtier.Policy.R_KV, key_digest_dim=4, seed=7, protect_prompt=False)
         client.push_features(seq, kvtier.Feature.KEY_DIGEST, np.ones(8 * 4, dtype=np.float32))
         client.push_scores(seq, 0, np.ones(8, dtype=np.float32))
-        assert client.sync()
+        assert client.sync(60_000)
         client.close_sequence(seq)
 
 
@@ -176,7 +176,7 @@ def test_plan_moves_rows_to_the_pool_and_stage_layer_returns_them_exactly(daemon
                     np.testing.assert_array_equal(v[r, head], NumpyEngine.row(layer, head, position, 0.5))
 
         # The daemon commits the plan when it reads the acknowledgement; sync waits for that.
-        assert client.sync()
+        assert client.sync(60_000)
         assert sequence_info(admin, client, seq).tokens_t1 == rows
         assert sequence_info(admin, client, seq).tokens_t3 == 0
         client.close_sequence(seq)

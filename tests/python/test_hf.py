@@ -19,6 +19,7 @@ from kvtier.hf import TieredCache, cache_bytes, release_model  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:FutureWarning")
 
 PROMPT, NEW = 16, 120
+# Client.sync(60_000) in these tests is a bound on a stuck daemon, never a timing check.
 # Small protected set, interval and storage blocks, so tokens move many times within NEW steps.
 TIERING = dict(sink_tokens=2, window_tokens=8, interval=8, block_tokens=16,
                plan_wait_ms=60_000)  # a bound on the sync, not a wait
@@ -92,7 +93,7 @@ def test_any_attention_implementation_is_exact_and_scored(daemon, attn):
         assert m.config._attn_implementation == "kvtier_" + attn
         tokens, logits = generate(m, prompt, cache)
         assert cache.stats.rows_offloaded > 0 and cache.stats.rows_restored >= 0
-        assert cache.client.sync()
+        assert cache.client.sync(60_000)
     assert m.config._attn_implementation == attn  # given back
     assert torch.equal(tokens, reference[0]) and torch.equal(logits, reference[1])
     release_model(m)
@@ -159,7 +160,7 @@ def test_every_policy_runs_with_its_features(daemon, model, prompt, policy):
         with TieredCache(model, socket_path=daemon.socket, name="policy", max_length=PROMPT + NEW, hbm_ratio=0.5,
                          evict_ratio=0.2, policy=policy, seed=3, key_digest_dim=8, **TIERING) as cache:
             generate(model, prompt, cache)
-            assert cache.client.sync()
+            assert cache.client.sync(60_000)
             assert cache.stats.rows_evicted > 0
             (client,) = [c for c in admin.status().clients if c.name == "policy"]
             assert client.errors == 0 and client.scores_dropped == 0
@@ -170,7 +171,7 @@ def test_daemon_sees_the_sequence_and_close_releases_it(daemon, model, prompt):
         cache = TieredCache(model, socket_path=daemon.socket, name="hf-test", max_length=PROMPT + NEW,
                             hbm_ratio=0.3, evict_ratio=0.1, **TIERING)
         generate(model, prompt, cache)
-        assert cache.client.sync()  # the daemon has consumed every step this cache published
+        assert cache.client.sync(60_000)  # the daemon has consumed every step this cache published
         client = next(c for c in admin.status().clients if c.name == "hf-test")
         (seq,) = client.sequences
         assert seq.tokens + seq.tokens_t3 == PROMPT + NEW - 1 and seq.prompt_length == PROMPT  # tokens: live ones
@@ -178,7 +179,7 @@ def test_daemon_sees_the_sequence_and_close_releases_it(daemon, model, prompt):
         assert 0 < seq.destroyed_fraction <= 0.1 + 1e-9
         assert client.score_records > 0 and client.scores_dropped == 0
         cache.close()
-        assert cache.client.sync()
+        assert cache.client.sync(60_000)
         client = next(c for c in admin.status().clients if c.name == "hf-test")
         assert not client.sequences and client.pool_slots_used == 0
     assert not model._forward_pre_hooks and not model._forward_hooks  # hooks removed
@@ -191,7 +192,7 @@ def test_a_cache_per_request_reuses_one_client_and_leaves_nothing(daemon, model,
                              hbm_ratio=0.3, **TIERING) as cache:
                 tokens, _ = generate(model, prompt, cache)
             assert torch.equal(tokens, reference[0])
-        assert cache.client.sync()
+        assert cache.client.sync(60_000)
         (client,) = [c for c in admin.status().clients if c.name == "per-request"]  # one, not four
         assert not client.sequences and client.pool_slots_used == 0
         release_model(model)

@@ -46,7 +46,7 @@ def test_a_batch_of_four_reproduces_the_default_cache(daemon, attn):
         with TieredCache(model, socket_path=daemon.socket, name="batch", max_length=max(LENGTHS) + NEW,
                          pool_tokens=4 * (max(LENGTHS) + NEW), hbm_ratio=0.3, **TIERING) as cache:
             tokens, logits = generate(model, cache)
-            assert cache.client.sync()
+            assert cache.client.sync(60_000)
             (client,) = [c for c in admin.status().clients if c.name == "batch"]
             seqs = sorted(client.sequences, key=lambda s: s.sequence_id)
             assert [s.prompt_length for s in seqs] == list(LENGTHS)  # padding is not part of a sequence
@@ -69,7 +69,7 @@ def test_rows_that_end_early_close_their_sequences(daemon):
         with TieredCache(model, socket_path=daemon.socket, name="ends", max_length=width + NEW,
                          pool_tokens=4 * (width + NEW), hbm_ratio=0.3, eos_token_id=eos, **TIERING) as cache:
             tokens, _ = generate(model, cache, eos=eos)
-            assert cache.client.sync()
+            assert cache.client.sync(60_000)
             (client,) = [c for c in admin.status().clients if c.name == "ends"]
             # Rows whose EOS was fed back to the model closed; a row whose EOS was the last token
             # generated was never fed back, so it closes with the cache.
