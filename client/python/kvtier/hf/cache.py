@@ -175,11 +175,7 @@ class TieredCache(Cache):
     def _on_plan(self, row: Row, plan) -> None:
         """A plan for one of this cache's rows (PlanRouter.drain, before some cache's forward)."""
         self._grow(row.slots.slots_needed(int(np.count_nonzero(plan.to_tiers == T0))))
-        row.apply(plan, self._row_bytes())
-
-    def _row_bytes(self) -> int:
-        es = torch.empty(0, dtype=self.store.dtype).element_size() if self.store else 4
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * es
+        row.apply(plan, self.store.row_bytes)
 
     def _grow(self, slots: int) -> None:
         if self.store is not None and self.store.grow(slots):

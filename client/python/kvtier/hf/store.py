@@ -32,6 +32,8 @@ class T0Store:
                  device: torch.device, block_tokens: int) -> None:
         self.layers, self.batch, self.kv_heads, self.head_dim = layers, batch, kv_heads, head_dim
         self.dtype, self.device, self.block_tokens = dtype, device, block_tokens
+        self.element_size = torch.empty(0, dtype=dtype).element_size()
+        self.row_bytes = 2 * layers * kv_heads * head_dim * self.element_size  # one token's K and V
         self.slots = 0
         self.k: list[torch.Tensor] = []
         self.v: list[torch.Tensor] = []
@@ -65,7 +67,7 @@ class T0Store:
 
     def attach(self, client: Client, sequence: int, row: int) -> None:
         """Binds `sequence` to batch row `row` of the tensors (again after a growth)."""
-        es = torch.empty(0, dtype=self.dtype).element_size()
+        es = self.element_size
         head = self.slots * self.head_dim * es
         row_bytes = self.kv_heads * head
         client.attach_cache(
