@@ -99,7 +99,8 @@ def write_report(out: Path, results: list[dict], cells: list[tuple], args, desc:
         f"tokens each (teacher-forced on the full cache's tokens, EOS not stopping), tier parameters "
         f"k_s {tiering['sink_tokens']}, k_w {tiering['window_tokens']}, interval {tiering['interval']}, cumulative "
         f"(non-compounding) eviction, paper policy, prompt protected. Every tiered cell runs through a real `kvtierd` "
-        f"with `kvtier.hf.TieredCache`; T1 rows are staged from the daemon's pool per layer. Run time {seconds / 60:.0f} min.",
+        f"with `kvtier.hf.TieredCache`; T1 rows are staged from the daemon's pool per layer. "
+        f"Compute time {seconds / 60:.0f} min, summed over {args.jobs} worker processes of one torch thread each.",
         "",
         f"Reproduce (repository root; `tests/python/run {args.build}` first builds the daemon's venv and "
         "installs the package):",
@@ -126,7 +127,7 @@ def write_report(out: Path, results: list[dict], cells: list[tuple], args, desc:
               "staging buffers and one layer's assembled keys and values, `TieredCacheStats.peak_kv_bytes`) over "
               "the storage of DynamicCache's tensors at the end of the same chain (`kvtier.hf.cache_bytes`).", ""]
     (out / "fidelity-grid.md").write_text("\n".join(lines))
-    saved = dict(command=command, seconds=seconds, new_tokens=args.new_tokens, problems=args.problems,
+    saved = dict(command=command, seconds=seconds, jobs=args.jobs, new_tokens=args.new_tokens, problems=args.problems,
                  model=args.model, tiering=tiering, results=results)
     (out / "fidelity-grid.json").write_text(json.dumps(saved, indent=0))
     plot(out / "fidelity-grid.png", agg, f"kvtier fidelity grid: {desc.split(' (')[0]}, {args.problems} problems, "

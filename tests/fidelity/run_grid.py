@@ -33,7 +33,7 @@ import json
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from an installed package, never a hub
@@ -77,15 +77,24 @@ def load_model(kind: str):
     return model.eval(), prompts
 
 
+def end_of_sequence_ids(model) -> list[int]:
+    eos = model.generation_config.eos_token_id
+    return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
+
+
 def decode(model, prompt, steps: int, cache, forced=None):
-    """Greedy (or teacher-forced on `forced`) decoding; returns (tokens, logits [steps, vocab])."""
+    """Greedy (or teacher-forced on `forced`) decoding; returns (tokens, logits [steps, vocab]).
+    End-of-sequence logits are -inf at every step (transformers' min_new_tokens does the same), so
+    every chain is `steps` tokens long and no cell closes its sequence early."""
     import torch
 
+    eos = end_of_sequence_ids(model)
     tokens, logits = [], []
     with torch.no_grad():
         out = model(input_ids=prompt, cache=cache)
         for t in range(steps):
             step_logits = out.logits[0, -1].float()
+            step_logits[eos] = float("-inf")
             logits.append(step_logits)
             tokens.append(int(step_logits.argmax()) if forced is None else int(forced[t]))
             if t + 1 < steps:
@@ -100,49 +109,76 @@ def compare(ref_tokens, ref_logits, logits) -> tuple[int, float]:
     first = int(differs[0]) if len(differs) else len(ref_tokens)
     p_log = torch.log_softmax(ref_logits, -1)
     q_log = torch.log_softmax(logits, -1)
-    kl = (p_log.exp() * (p_log - q_log)).sum(-1).clamp_min(0).mean()
+    terms = torch.where(p_log.isfinite(), p_log.exp() * (p_log - q_log), 0.0)  # 0·log 0 = 0 (masked EOS)
+    kl = terms.sum(-1).clamp_min(0).mean()
     return first, float(kl)
 
 
-def run_shard(args: argparse.Namespace, socket: str, indices: list[int]) -> list[dict]:
-    """One worker: its own model copy and kvtier clients; results per (problem, cell)."""
+WORKER: dict = {}  # per worker process: model, prompts, kvtier clients (opened once by start_worker)
+
+
+def start_worker(args: argparse.Namespace, socket: str) -> None:
     import torch
-    from transformers import DynamicCache
 
     import kvtier
-    from kvtier.hf import TieredCache, cache_bytes
 
     torch.set_num_threads(1)
     model, prompts = load_model(args.model)
     cfg = model.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     name = f"fidelity-{os.getpid()}"
-    results = []
-    with kvtier.Client(socket, name) as client, kvtier.Client(socket, name + "-admin", kvtier.Role.ADMIN) as admin:
-        max_len = max(prompts[i].shape[1] for i in indices) + args.new_tokens
-        client.register_model(cfg.num_hidden_layers, cfg.num_key_value_heads, head_dim, kvtier.DType.F32, 2 * max_len)
-        for i in indices:
-            prompt = prompts[i]
-            started = time.monotonic()
-            full = DynamicCache(config=cfg)
-            ref_tokens, ref_logits = decode(model, prompt, args.new_tokens, full)
-            full_bytes = cache_bytes(full)  # allocated K/V storage at the end of the chain
-            results.append(dict(problem=i, cell="full cache", first=args.new_tokens, kl=0.0, destroyed=0.0,
-                                peak=1.0, prompt=prompt.shape[1]))
-            for label, beta, r in CELLS[1:]:
-                with TieredCache(model, client=client, max_length=prompt.shape[1] + args.new_tokens, hbm_ratio=beta,
-                                 evict_ratio=r, **tiering(args)) as cache:
-                    _, logits = decode(model, prompt, args.new_tokens, cache, forced=ref_tokens)
-                    client_info = next(c for c in admin.status().clients if c.name == name)
-                    destroyed = next(s.destroyed_fraction for s in client_info.sequences
-                                     if s.sequence_id == cache.rows[0].sequence)
-                    # Allocated bytes (T0 tensors + staging + one layer's assembly, at their peak).
-                    peak = cache.stats.peak_kv_bytes / full_bytes
-                first, kl = compare(ref_tokens, ref_logits, logits)
-                results.append(dict(problem=i, cell=label, first=first, kl=kl, destroyed=destroyed, peak=peak,
-                                    prompt=prompt.shape[1]))
-            print(f"problem {i}: {time.monotonic() - started:.0f}s", flush=True)
-    return results
+    client = kvtier.Client(socket, name)
+    admin = kvtier.Client(socket, name + "-admin", kvtier.Role.ADMIN)
+    max_len = max(p.shape[1] for p in prompts) + args.new_tokens
+    client.register_model(cfg.num_hidden_layers, cfg.num_key_value_heads, head_dim, kvtier.DType.F32, 2 * max_len)
+    WORKER.update(args=args, model=model, prompts=prompts, name=name, client=client, admin=admin)
+
+
+def run_problem(i: int) -> dict:
+    """One problem through every cell, in the worker's model and clients: {problem, seconds, rows}."""
+    from transformers import DynamicCache
+
+    from kvtier.hf import TieredCache, cache_bytes
+
+    args, model, client, admin = WORKER["args"], WORKER["model"], WORKER["client"], WORKER["admin"]
+    prompt = WORKER["prompts"][i]
+    started = time.monotonic()
+    full = DynamicCache(config=model.config)
+    ref_tokens, ref_logits = decode(model, prompt, args.new_tokens, full)
+    full_bytes = cache_bytes(full)  # allocated K/V storage at the end of the chain
+    rows = [dict(problem=i, cell="full cache", first=args.new_tokens, kl=0.0, destroyed=0.0, peak=1.0,
+                 prompt=prompt.shape[1])]
+    for label, beta, r in CELLS[1:]:
+        with TieredCache(model, client=client, max_length=prompt.shape[1] + args.new_tokens, hbm_ratio=beta,
+                         evict_ratio=r, **tiering(args)) as cache:
+            _, logits = decode(model, prompt, args.new_tokens, cache, forced=ref_tokens)
+            client_info = next(c for c in admin.status().clients if c.name == WORKER["name"])
+            destroyed = next(s.destroyed_fraction for s in client_info.sequences
+                             if s.sequence_id == cache.rows[0].sequence)
+            # Allocated bytes (T0 tensors + staging + one layer's assembly, at their peak).
+            peak = cache.stats.peak_kv_bytes / full_bytes
+        first, kl = compare(ref_tokens, ref_logits, logits)
+        rows.append(dict(problem=i, cell=label, first=first, kl=kl, destroyed=destroyed, peak=peak,
+                         prompt=prompt.shape[1]))
+    return dict(problem=i, seconds=time.monotonic() - started, rows=rows)
+
+
+def load_checkpoint(path: Path, key: dict) -> dict[int, dict]:
+    """Problems finished by earlier runs with the same parameters (one JSON line each after a key line)."""
+    if not path.exists():
+        return {}
+    lines = path.read_text().splitlines()
+    if not lines or json.loads(lines[0]) != key:
+        print(f"{path}: written with other parameters, starting over", flush=True)
+        return {}
+    done = {}
+    for line in lines[1:]:
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by a killed run
+            continue
+        done[entry["problem"]] = entry
+    return done
 
 
 def main() -> None:
@@ -156,6 +192,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (one torch thread each)")
     parser.add_argument("--build", default="build", help="build directory holding daemon/kvtierd")
     parser.add_argument("--out", default="docs")
+    parser.add_argument("--checkpoint", help="finished problems, kept across runs with the same parameters "
+                        "(default <build>/fidelity-grid.partial.jsonl; removed once the report is written)")
     parser.add_argument("--from-json", help="re-render the report from a saved fidelity-grid.json")
     args = parser.parse_args()
     os.environ.setdefault("KVTIER_BUILD_DIR", str(Path(args.build).resolve()))
@@ -167,17 +205,32 @@ def main() -> None:
     if args.from_json:  # the saved run's parameters, command and time win
         saved = json.loads(Path(args.from_json).read_text())
         args.new_tokens, args.problems, args.model = saved["new_tokens"], saved["problems"], saved["model"]
+        args.jobs = saved.get("jobs", args.jobs)
         write_report(Path(args.out), saved["results"], CELLS, args, DESCRIPTIONS[args.model], saved["command"],
                      saved["seconds"], saved.get("tiering", tiering(args)))
         return
     load_model(args.model)  # fail early if the model is missing
+    checkpoint = Path(args.checkpoint or Path(args.build) / "fidelity-grid.partial.jsonl")
+    key = dict(model=args.model, new_tokens=args.new_tokens, tiering=tiering(args))
+    done = {i: e for i, e in load_checkpoint(checkpoint, key).items() if i < args.problems}
+    todo = [i for i in range(args.problems) if i not in done]
+    if done:
+        print(f"{len(done)} problems from {checkpoint}, {len(todo)} to run", flush=True)
+    else:
+        checkpoint.write_text(json.dumps(key) + "\n")
     started = time.monotonic()
-    indices = list(range(args.problems))
-    shards = [indices[j::args.jobs] for j in range(args.jobs)]
-    with Daemon() as daemon, ProcessPoolExecutor(args.jobs) as pool:
-        parts = pool.map(run_shard, [args] * args.jobs, [daemon.socket] * args.jobs, shards)
-        results = [row for part in parts for row in part]
-    write_report(Path(args.out), results, CELLS, args, desc, command, time.monotonic() - started, tiering(args))
+    with Daemon() as daemon, ProcessPoolExecutor(min(args.jobs, max(len(todo), 1)), initializer=start_worker,
+                                                  initargs=(args, daemon.socket)) as pool:
+        for entry in map(Future.result, as_completed(pool.submit(run_problem, i) for i in todo)):
+            done[entry["problem"]] = entry
+            with checkpoint.open("a") as f:
+                f.write(json.dumps(entry) + "\n")
+            print(f"problem {entry['problem']}: {entry['seconds']:.0f} s; {len(done)}/{args.problems} done, "
+                  f"{(time.monotonic() - started) / 60:.0f} min in this run", flush=True)
+    results = [row for i in sorted(done) for row in done[i]["rows"]]
+    worker_seconds = sum(e["seconds"] for e in done.values())
+    write_report(Path(args.out), results, CELLS, args, desc, command, worker_seconds, tiering(args))
+    checkpoint.unlink()
 
 
 if __name__ == "__main__":
