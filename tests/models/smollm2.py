@@ -38,3 +38,20 @@ def prompts(tok) -> list:
     problems = json.loads(PROBLEMS.read_text())
     return [tok.apply_chat_template([{"role": "user", "content": p["q"] + ASK}], add_generation_prompt=True,
                                     return_tensors="pt", return_dict=True)["input_ids"] for p in problems]
+
+
+def save_hf_directory(dest: Path) -> Path:
+    """The model as a plain Hugging Face directory (safetensors, float32; what vLLM loads best),
+    written once into `dest` and reused."""
+    dest = Path(dest)
+    if (dest / "config.json").exists():
+        return dest
+    model, tok = load()
+    model.hf_quantizer = None  # the weights are dequantized already; save_pretrained refuses a GGUF quantizer
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = dest.with_name(dest.name + ".partial")
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    tmp.rename(dest)
+    return dest

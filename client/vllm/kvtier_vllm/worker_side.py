@@ -1,0 +1,301 @@
+"""The worker half: one kvtier client per worker, one kvtier sequence per running request, plans
+executed over vLLM's paged KV cache, host rows staged per layer, scores pushed per step.
+
+The unit kvtier tiers is one vLLM KV block: its per-layer row is the block's slice for one KV
+head, ``block_size`` tokens of K (and of V) back to back, so the libkvtier layout is vLLM's
+LBHNC cache with ``head_dim = block_size * head_size`` and one slot per block. Only full blocks
+are tiered; the block being written stays where vLLM put it.
+
+A block whose rows a plan moved to host memory is given back to vLLM (the scheduler half frees it);
+before each layer's attention its rows are copied from kvtierd's pool into reserved staging
+blocks, and that layer's block table names the staging block instead, so vLLM's own kernel reads
+exactly the keys and values it would have read. Evicted blocks (T3) leave the table: attention
+runs over the remaining keys (their positions were encoded into the keys already).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+import kvtier
+from kvtier import KvtierError
+
+from .config import KvtierConfig, in_blocks
+from .metadata import BlockChange, StepMetadata, WorkerReport
+
+log = logging.getLogger("kvtier_vllm")
+T0, T1, T2, T3 = (int(t) for t in (kvtier.Tier.T0, kvtier.Tier.T1, kvtier.Tier.T2, kvtier.Tier.T3))
+DTYPES = {torch.float32: kvtier.DType.F32, torch.float16: kvtier.DType.F16, torch.bfloat16: kvtier.DType.BF16}
+
+
+@dataclass
+class Request:
+    req_id: str
+    sequence: int
+    blocks: list[int]  # vLLM's block id of each unit as the worker's block table has it
+    where: list[int] = field(default_factory=list)  # the block holding each T0 unit now (-1: none)
+    tier: list[int] = field(default_factory=list)  # each unit's tier (units kvtierd knows)
+    tokens: int = 0  # tokens in the cache after this step
+    step: int = 0
+
+    def units(self) -> int:
+        return len(self.tier)
+
+    def tiered(self) -> bool:
+        return any(t != T0 for t in self.tier)
+
+
+class WorkerSide:
+    def __init__(self, config: KvtierConfig) -> None:
+        self.config = config
+        self.client: kvtier.Client | None = None
+        self.requests: dict[str, Request] = {}
+        self.by_first_block: dict[int, Request] = {}
+        self.staging: list[int] = []
+        self.changes: list[BlockChange] = []
+        self.plans_refused = 0
+        self.cache: torch.Tensor | None = None  # every layer's blocks, [layers * blocks, heads, 2 * bs, d]
+        self.layer_index: dict[str, int] = {}
+        self.forward: ForwardState | None = None
+
+    # ---- the KV cache ----------------------------------------------------------------------------
+
+    def register(self, kv_caches: dict[str, torch.Tensor]) -> None:
+        names = list(kv_caches)
+        first = kv_caches[names[0]]
+        blocks, heads, bs, two_d = first.shape
+        layer_bytes = first.numel() * first.element_size()
+        for i, name in enumerate(names):
+            t = kv_caches[name]
+            if t.shape != first.shape or not t.is_contiguous() or t.data_ptr() != first.data_ptr() + i * layer_bytes:
+                raise RuntimeError("kvtier: vLLM's KV cache layers are not one LBHNC allocation; the CPU backend "
+                                   "of the tested vLLM has them so")
+        self.layer_index = {name: i for i, name in enumerate(names)}
+        self.num_layers, self.num_blocks, self.heads, self.block_size = len(names), blocks, heads, bs
+        self.head_size = two_d // 2
+        self.cache = torch.empty(0, dtype=first.dtype).set_(
+            first.untyped_storage(), first.storage_offset(), (len(names) * blocks, heads, 2 * bs, self.head_size))
+        self.dtype = first.dtype
+        self._connect()
+
+    def _connect(self) -> None:
+        try:
+            self.client = kvtier.Client(self.config.socket, "vllm")
+            self.client.register_model(self.num_layers, self.heads, self.block_size * self.head_size,
+                                       DTYPES[self.dtype], self.num_blocks, "vllm")
+        except KvtierError as e:  # kvtier never fails a request: serve untiered
+            log.warning("kvtier: kvtierd not reachable (%s); serving without tiering", e)
+            self.client = None
+
+    def _layout(self) -> dict:
+        es = self.cache.element_size()
+        row = self.block_size * self.head_size * es
+        base = self.cache.data_ptr()
+        layer = self.num_blocks * self.heads * 2 * row
+        return dict(k_base=[base + l * layer for l in range(self.num_layers)],
+                    v_base=[base + l * layer + row for l in range(self.num_layers)],
+                    num_kv_heads=self.heads, head_dim=self.block_size * self.head_size, dtype=DTYPES[self.dtype],
+                    num_slots=self.num_blocks, block_size=self.num_blocks, token_stride=self.heads * 2 * row,
+                    head_stride=2 * row)
+
+    # ---- each step, before the forward ------------------------------------------------------------
+
+    def begin_step(self, meta: StepMetadata) -> None:
+        self.staging = meta.staging_blocks
+        for req_id in meta.closed:
+            self._close(req_id)
+        for s in meta.scheduled:
+            if s.prompt_tokens >= 0:
+                self._close(s.req_id)
+                self._open(s)
+            r = self.requests.get(s.req_id)
+            if r is None:
+                continue
+            r.blocks += s.new_blocks
+            r.where += s.new_blocks
+            r.tokens = s.num_computed_tokens + s.num_scheduled_tokens
+        self._run_plans()
+        self.forward = None
+
+    def _open(self, s) -> None:
+        if self.client is None or not s.new_blocks:
+            return
+        try:
+            seq = self.client.open_sequence(s.prompt_tokens // self.block_size,
+                                            **in_blocks(s.tier, self.block_size))
+            self.client.attach_cache(seq, **self._layout())
+        except KvtierError as e:
+            log.warning("kvtier: request %s runs untiered: %s", s.req_id, e)
+            return
+        r = Request(s.req_id, seq, [])
+        self.requests[s.req_id] = r
+        self.by_first_block[s.new_blocks[0]] = r
+
+    def _close(self, req_id: str) -> None:
+        r = self.requests.pop(req_id, None)
+        if r is None:
+            return
+        self.by_first_block.pop(r.blocks[0], None)
+        if self.client is not None and not self.client.closed:
+            self.client.close_sequence(r.sequence)
+
+    def _run_plans(self) -> None:
+        if self.client is None:
+            return
+        by_sequence = {r.sequence: r for r in self.requests.values()}
+        while (plan := self.client.poll_plan(0)) is not None:
+            r = by_sequence.get(plan.sequence)
+            if r is None or not self._apply(r, plan):
+                self.client.ack_plan(plan.epoch, applied=False)
+
+    def _apply(self, r: Request, plan) -> bool:
+        """Executes one plan; the blocks its offloads free go to its restores first, the rest back
+        to vLLM. False (not applied; kvtierd keeps the placement) when restores lack blocks or the
+        staging blocks could not hold the request's host rows."""
+        units, src, dst = plan.positions, plan.from_tiers, plan.to_tiers
+        freed = [r.where[u] for u, f, t in zip(units, src, dst) if f == T0]
+        restores = [i for i, (f, t) in enumerate(zip(src, dst)) if f != T0 and t == T0]
+        host_after = sum(1 for t in r.tier if t in (T1, T2)) + int(np.count_nonzero((dst == T1) | (dst == T2))) \
+            - int(np.count_nonzero((src == T1) | (src == T2)))
+        if len(restores) > len(freed) or host_after > len(self.staging) * self.num_layers:
+            self.plans_refused += 1
+            return False
+        hbm = np.full(len(plan), kvtier.NO_SLOT, dtype=np.uint32)
+        spare = list(freed)
+        for i, (u, f, t) in enumerate(zip(units, src, dst)):
+            if f == T0:
+                hbm[i] = r.where[u]
+        for i in restores:
+            hbm[i] = spare.pop()
+        try:
+            self.client.execute_plan(plan, hbm)
+        except KvtierError as e:
+            log.warning("kvtier: plan %d of request %s not applied: %s", plan.epoch, r.req_id, e)
+            return False
+        self.client.ack_plan(plan.epoch, applied=True)
+        for i, (u, f, t) in enumerate(zip(units, src, dst)):
+            r.tier[u] = int(t)
+            if f == T0:
+                r.where[u] = -1
+                self.changes.append(BlockChange(r.req_id, int(u), -1))
+            if t == T0:
+                r.where[u] = int(hbm[i])
+                self.changes.append(BlockChange(r.req_id, int(u), int(hbm[i])))
+        return True
+
+    def report(self) -> WorkerReport | None:
+        changes, self.changes = self.changes, []
+        return WorkerReport(changes) if changes else None
+
+    # ---- each layer ---------------------------------------------------------------------------------
+
+    def forward_state(self, metadata) -> "ForwardState":
+        if self.forward is None:
+            self.forward = ForwardState(self, metadata)
+        return self.forward
+
+    def shutdown(self) -> None:
+        for req_id in list(self.requests):
+            self._close(req_id)
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+
+class ForwardState:
+    """One forward's view of the batch: each row's request, block table and scores."""
+
+    def __init__(self, worker: WorkerSide, md) -> None:
+        self.worker = worker
+        table = md.block_table
+        self.rows: list[Request | None] = [worker.by_first_block.get(int(table[i, 0]))
+                                           for i in range(md.seq_lens.shape[0])]
+        self.scores = [None if r is None else torch.zeros(r.units(), dtype=torch.float32) for r in self.rows]
+        self.layers_done = 0
+        self.tiered = any(r is not None and r.tiered() for r in self.rows)
+        if not self.tiered:
+            return
+        # Per row: the visible units (T0 and host, in order; evicted ones dropped), each read from
+        # its block (+ layer offset) or from a staging slot (the same for every layer).
+        nb = worker.num_blocks
+        base = table.clone()
+        self.layer_mask = torch.ones_like(table)
+        self.seq_lens = md.seq_lens.clone()
+        self.staged: list[tuple[Request, torch.Tensor]] = []  # (request, staging flat ids) per row with host rows
+        self.visible: list[np.ndarray | None] = []
+        slots = iter(l * nb + b for b in worker.staging for l in range(worker.num_layers))
+        for i, r in enumerate(self.rows):
+            if r is None or not r.tiered():
+                self.visible.append(None)
+                continue
+            tier = np.array(r.tier)
+            keep = np.flatnonzero(tier != T3)
+            entries, ids = [], []
+            for u in keep:
+                if tier[u] == T0:
+                    entries.append((r.where[u], 1))
+                else:
+                    ids.append(next(slots))
+                    entries.append((ids[-1], 0))
+            tail = list(range(r.units(), -(-int(md.seq_lens[i]) // worker.block_size)))
+            entries += [(r.blocks[u], 1) for u in tail]
+            base[i, :len(entries)] = torch.tensor([e[0] for e in entries], dtype=table.dtype)
+            self.layer_mask[i, :len(entries)] = torch.tensor([e[1] for e in entries], dtype=table.dtype)
+            self.seq_lens[i] -= (r.units() - len(keep)) * worker.block_size
+            self.visible.append(keep)
+            if ids:
+                self.staged.append((r, torch.tensor(ids)))
+        self.base = base
+        self.compacted = bool((self.seq_lens != md.seq_lens).any())
+
+    def block_table(self, layer: int) -> torch.Tensor:
+        return self.base + self.layer_mask * (layer * self.worker.num_blocks)
+
+    def stage(self, layer: int) -> None:
+        """Copies layer `layer`'s host rows of every tiered row into its staging slots."""
+        w = self.worker
+        d = w.block_size * w.head_size
+        for r, ids in self.staged:
+            rows, nbytes = w.client.t1_rows(r.sequence)
+            buffer = torch.empty(nbytes // w.cache.element_size(), dtype=w.dtype)
+            got = w.client.stage_layer(r.sequence, layer, buffer)
+            es = w.cache.element_size()
+            k = buffer[got.k_offset // es: got.k_offset // es + rows * w.heads * d].view(rows, w.heads, d)
+            v = buffer[got.v_offset // es: got.v_offset // es + rows * w.heads * d].view(rows, w.heads, d)
+            w.cache.view(-1, w.heads, 2, d).index_copy_(0, ids, torch.stack([k, v], dim=2))
+
+    # ---- scores ---------------------------------------------------------------------------------------
+
+    def add_scores(self, row: int, per_unit: torch.Tensor, visible: np.ndarray | None) -> None:
+        """Adds one layer's scores of a row's visible full blocks (index i of `per_unit` is unit
+        visible[i]; past the known units, the units that follow)."""
+        r = self.rows[row]
+        complete = r.tokens // self.worker.block_size
+        if self.scores[row] is None or self.scores[row].numel() != complete:
+            self.scores[row] = torch.zeros(complete, dtype=torch.float32)
+        if visible is None:
+            index = torch.arange(per_unit.numel())
+        else:
+            extra = per_unit.numel() - len(visible)
+            index = torch.from_numpy(np.concatenate([visible, np.arange(r.units(), r.units() + extra)]).astype(np.int64))
+        self.scores[row].index_add_(0, index, per_unit)
+
+    def push(self) -> None:
+        """After the last layer: each request's step scores to kvtierd, then its step end."""
+        w = self.worker
+        client = w.client
+        for row, r in enumerate(self.rows):
+            if r is None or self.scores[row] is None:
+                continue
+            scores = (self.scores[row] / w.num_layers).numpy()
+            r.tier += [T0] * (len(scores) - r.units())
+            if len(scores):
+                client.push_scores(r.sequence, r.step, scores)
+            client.step_end(r.sequence, r.step)
+            r.step += 1
+        if w.config.sync_ms:
+            client.sync(w.config.sync_ms)
