@@ -59,7 +59,7 @@ def tier_params(raw: Any) -> dict[str, Any]:
         if kind is None:
             raise ConfigError(f"kvtier: unknown tier parameter {key!r}; known: {sorted(TIER_KEYS)}")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
-            raise ConfigError(f"kvtier: {key} must be a {kind.__name__}, got {value!r}")
+            raise ConfigError(f"kvtier: {key} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
         out[key] = kind(value)
     for key in ("hbm_ratio", "evict_ratio"):
         if key in out and not 0.0 <= out[key] <= 1.0:

@@ -73,6 +73,10 @@ class KvtierConnector(KVConnectorBase_V1):
     def update_connector_output(self, connector_output) -> None:
         self.scheduler.update(connector_output.kv_connector_worker_meta)
 
+    def has_pending_push_work(self) -> bool:
+        # Keeps the engine stepping until the workers have closed finished requests' sequences.
+        return self.scheduler.has_closing()
+
     def request_finished(self, request, block_ids):
         self.scheduler.request_finished(request)
         return False, None

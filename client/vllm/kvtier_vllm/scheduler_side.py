@@ -52,18 +52,26 @@ class SchedulerSide:
 
     def on_new_request(self, request) -> None:
         extra = (request.sampling_params.extra_args or {}) if request.sampling_params else {}
-        self._tier[request.request_id] = {**self.config.tier, **tier_params(extra.get("kvtier"))}
+        try:
+            self._tier[request.request_id] = {**self.config.tier, **tier_params(extra.get("kvtier"))}
+        except ConfigError as e:  # kvtier never fails a request: this one runs untiered
+            log.error("request %s runs without kvtier: %s", request.request_id, e)
 
     def request_finished(self, request) -> None:
         self._closed.append(request.request_id)
         self._tier.pop(request.request_id, None)
         self.held.pop(request.request_id, None)
 
+    def has_closing(self) -> bool:
+        return bool(self._closed)
+
     def build_meta(self, out) -> StepMetadata:
         scheduled = []
         for r in out.scheduled_new_reqs:
+            tiered = r.req_id in self._tier  # else untiered: the worker opens no sequence
             scheduled.append(ScheduledRequest(r.req_id, list(r.block_ids[0]), r.num_computed_tokens,
-                                              out.num_scheduled_tokens[r.req_id], len(r.prompt_token_ids or ()),
+                                              out.num_scheduled_tokens[r.req_id],
+                                              len(r.prompt_token_ids or ()) if tiered else -1,
                                               self._tier.get(r.req_id, {})))
         cached = out.scheduled_cached_reqs
         for i, req_id in enumerate(cached.req_ids):
@@ -71,7 +79,7 @@ class SchedulerSide:
             resumed = req_id in cached.resumed_req_ids
             entry = ScheduledRequest(req_id, list(blocks[0]) if blocks else [], cached.num_computed_tokens[i],
                                      out.num_scheduled_tokens[req_id])
-            if resumed:  # recomputed from scratch: a new sequence over its new blocks
+            if resumed and req_id in self._tier:  # recomputed from scratch: a new sequence over its new blocks
                 entry.prompt_tokens = cached.num_computed_tokens[i] + out.num_scheduled_tokens[req_id]
                 entry.tier = self._tier.get(req_id, {})
             scheduled.append(entry)

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""One vLLM engine (CPU, fp32, SmolLM2-135M from the packaged model, in-process engine core) run
+on a JSON job, the result as JSON on stdout's last line. The tests and the benchmark start it as a
+child process per engine, so that each engine has its own process, as in a real deployment.
+
+Job: {"model": dir, "kvtier": null | kv_connector_extra_config, "prompts": [...],
+      "max_tokens": n, "tier": [per-prompt kvtier parameters or null], "abort_after": steps or null,
+      "kv_space_gib": float, "max_num_seqs": n}
+Result: {"tokens": [[ids]...], "seconds": s, "peak_blocks": {request: most blocks vLLM held for it},
+         "blocks_held_max": most blocks in use in vLLM's pool (staging included), "running_max": most
+         requests running at once, "block_size": n; with kvtier also "staging_blocks", "plans_refused",
+         "tiered" (False: kvtierd was not reachable)}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def main() -> None:
+    job = json.loads(sys.argv[1])
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "0-1")
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(job.get("kv_space_gib", 1))
+    from vllm import LLM, SamplingParams
+
+    kw = {}
+    if job.get("kvtier") is not None:
+        kw["kv_transfer_config"] = {"kv_connector": "KvtierConnector", "kv_role": "kv_both",
+                                    "kv_connector_extra_config": job["kvtier"]}
+    llm = LLM(model=job["model"], dtype="float32", max_model_len=job.get("max_model_len", 2048), enforce_eager=True,
+              seed=0, block_size=32, enable_prefix_caching=False, max_num_seqs=job.get("max_num_seqs", 8), **kw)
+    engine = llm.llm_engine
+    core = engine.engine_core.engine_core
+    tiers = job.get("tier") or [None] * len(job["prompts"])
+    for i, (prompt, tier) in enumerate(zip(job["prompts"], tiers)):
+        extra = {"kvtier": tier} if tier else None
+        engine.add_request(str(i), prompt, SamplingParams(temperature=0, max_tokens=job["max_tokens"], ignore_eos=True,
+                                                          extra_args=extra))
+    started = time.monotonic()
+    tokens: dict[str, list[int]] = {}
+    running_max = blocks_max = steps = 0
+    pool = core.scheduler.kv_cache_manager.block_pool
+    per_request = core.scheduler.kv_cache_manager.coordinator.single_type_managers[0].req_to_blocks
+    peak: dict[str, int] = {}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if out.finished:
+                tokens[out.request_id] = list(out.outputs[0].token_ids)
+        steps += 1
+        running_max = max(running_max, len(core.scheduler.running))
+        for req_id, blocks in per_request.items():  # the blocks vLLM's KV cache manager holds for it
+            key = req_id.split("-")[0]  # vLLM suffixes the id it was given
+            peak[key] = max(peak.get(key, 0), sum(1 for b in blocks if not b.is_null))
+        blocks_max = max(blocks_max, pool.num_gpu_blocks - 1 - pool.get_num_free_blocks())
+        if job.get("abort_after") and steps == job["abort_after"]:
+            engine.abort_request([str(i) for i in range(len(job["prompts"])) if i % 2 == 1])
+    seconds = time.monotonic() - started
+    for _ in range(8):  # what a server's engine loop does once the requests are done
+        if not core.scheduler.has_requests():
+            break
+        engine.step()
+    result = dict(tokens=[tokens.get(str(i)) for i in range(len(job["prompts"]))], seconds=seconds,
+                  running_max=running_max, blocks_held_max=blocks_max, block_size=32, peak_blocks=peak)
+    connector = core.scheduler.connector
+    if connector is not None:
+        from kvtier_vllm import state
+
+        result.update(staging_blocks=connector.scheduler.staging_count, plans_refused=state.worker().plans_refused,
+                      tiered=state.worker().client is not None)
+    if job.get("kvtier") and job["kvtier"].get("socket"):  # what kvtierd still holds for this engine
+        import kvtier
+
+        try:
+            with kvtier.Client(job["kvtier"]["socket"], "engine-check", kvtier.Role.ADMIN) as admin:
+                result["open_sequences"] = sum(len(c.sequences) for c in admin.status().clients if c.name == "vllm")
+        except kvtier.KvtierError:
+            result["open_sequences"] = None  # no daemon
+    print(json.dumps(result), flush=True)
+    os._exit(0)  # skip vLLM's slow interpreter teardown; everything is printed
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""kvtier in vLLM (CPU backend, fp32, SmolLM2-135M): real vLLM engines with the kvtier plugin
+against a real kvtierd, compared with vanilla vLLM on the same prompts.
+
+Every comparison is between greedy token ids; no test asserts time. Plans take effect at the same
+steps on every run because the engines sync with kvtierd after each step (sync_ms), and tokens
+at r = 0 are identical whatever the timing, since no key or value is lost.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+from conftest import prompts, run_engine
+
+import kvtier
+from kvtier_vllm.config import ConfigError, KvtierConfig
+
+TIERING = dict(sink_tokens=4, window_tokens=64, interval=16, sync_ms=60_000)
+
+
+def job(model_dir, daemon=None, n=4, max_tokens=320, **extra):
+    kv = None if daemon is None else {"socket": daemon.socket, **TIERING}
+    return dict(model=model_dir, kvtier=kv, prompts=prompts(n), max_tokens=max_tokens, **extra)
+
+
+@pytest.fixture(scope="module")
+def vanilla(model_dir):
+    return run_engine(job(model_dir))
+
+
+def test_outputs_are_identical_to_vanilla_vllm_at_r0_for_every_beta(model_dir, daemon, vanilla):
+    """One kvtier engine per β, a batch of 4 requests of different lengths: tokens match vanilla
+    vLLM's, and below β = 1 every request held fewer of vLLM's blocks than vanilla's."""
+    for beta in (0.3, 0.5, 1.0):
+        got = run_engine(job(model_dir, daemon, tier=[{"hbm_ratio": beta, "evict_ratio": 0.0}] * 4))
+        assert got["tiered"] and got["plans_refused"] == 0
+        assert got["tokens"] == vanilla["tokens"], f"beta {beta}"
+        if beta < 1.0:
+            assert all(got["peak_blocks"][k] < vanilla["peak_blocks"][k] for k in vanilla["peak_blocks"]), \
+                (beta, got["peak_blocks"], vanilla["peak_blocks"])
+
+
+def test_evicting_changes_the_outputs_and_frees_more(model_dir, daemon, vanilla):
+    """r > 0 destroys keys: the tokens diverge from vanilla's (the comparison above could fail)."""
+    got = run_engine(job(model_dir, daemon, tier=[{"hbm_ratio": 0.3, "evict_ratio": 0.3}] * 4))
+    assert got["tiered"]
+    assert got["tokens"] != vanilla["tokens"]
+    assert all(got["peak_blocks"][k] < vanilla["peak_blocks"][k] for k in vanilla["peak_blocks"])
+
+
+def test_finished_and_aborted_requests_leave_no_sequence(model_dir, daemon):
+    got = run_engine(job(model_dir, daemon, tier=[{"hbm_ratio": 0.3}] * 4, abort_after=120))
+    assert got["tokens"][1] is None and got["tokens"][3] is None  # aborted
+    assert got["tokens"][0] is not None and got["tokens"][2] is not None
+    assert got["open_sequences"] == 0
+
+
+def test_without_kvtierd_vllm_serves_every_request_untiered(model_dir, vanilla, tmp_path):
+    """An unreachable daemon pauses tiering; no request fails, and a bad per-request parameter
+    runs that request untiered."""
+    bad = [None, {"hbm_ratio": 7}, None, {"no_such_parameter": 1}]
+    got = run_engine(dict(job(model_dir), kvtier={"socket": str(tmp_path / "none.sock"), **TIERING}, tier=bad))
+    assert not got["tiered"]
+    assert got["tokens"] == vanilla["tokens"]
+
+
+def test_a_bad_per_request_parameter_runs_that_request_untiered(model_dir, daemon, vanilla):
+    got = run_engine(job(model_dir, daemon, tier=[{"hbm_ratio": 0.3}, {"hbm_ratio": 7}, {"hbm_ratio": 0.3},
+                                                  {"no_such_parameter": 1}]))
+    assert got["tokens"] == vanilla["tokens"]
+    assert got["peak_blocks"]["1"] == vanilla["peak_blocks"]["1"]  # untiered
+    assert got["peak_blocks"]["0"] < vanilla["peak_blocks"]["0"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"hbm_ratio": 1.5}, "hbm_ratio must lie in [0, 1]"),
+    ({"windw_tokens": 64}, "unknown kv_connector_extra_config key(s) ['windw_tokens']"),
+    ({"staging_blocks": -1}, "staging_blocks must be a non-negative integer"),
+    ({"interval": "often"}, "interval must be an integer, got 'often'"),
+])
+def test_a_wrong_extra_config_is_a_clear_error(extra, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        KvtierConfig.from_extra(extra)
+
+
+def test_a_wrong_extra_config_stops_vllm_at_start_up(model_dir):
+    with pytest.raises(RuntimeError, match="unknown kv_connector_extra_config key"):
+        run_engine(dict(job(model_dir), kvtier={"windw_tokens": 64}, max_tokens=4))
+
+
+def test_the_plugin_is_an_entry_point_vllm_loads():
+    from importlib.metadata import entry_points
+
+    (ep,) = [e for e in entry_points(group="vllm.general_plugins") if e.name == "kvtier"]
+    assert ep.value == "kvtier_vllm:register"
+    assert kvtier.Tier.T1  # the kvtier package is importable next to vLLM
