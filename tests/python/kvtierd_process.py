@@ -39,14 +39,28 @@ class Daemon:
         self.prefix = "kvpy-" + uuid.uuid4().hex[:12]
         self.log_path = self.dir / "kvtierd.log"
         argv = [str(binary), "--set", f"daemon.runtime_dir={self.dir}", "--set", f"daemon.shm_prefix={self.prefix}"]
-        argv += extra or []
+        self.argv = argv + (extra or [])
         self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
+        self._start()
+
+    def _start(self) -> None:
+        self.process = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT)
         try:
             self._wait_ready()
         except BaseException:
             self.stop()
             raise
+
+    def kill(self) -> None:
+        """A crash: SIGKILL, the socket file and every segment left behind."""
+        self.process.kill()
+        self.process.wait()
+
+    def restart(self) -> None:
+        """A successor on the same socket, runtime directory and shm prefix (after kill or stop)."""
+        if self.process.poll() is None:
+            raise RuntimeError("kvtierd is still running")
+        self._start()
 
     def _wait_ready(self, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout

@@ -1,12 +1,11 @@
 """Fixtures of the vLLM tests: a real kvtierd (tests/python/kvtierd_process.py), the packaged model
-as a Hugging Face directory (made by scripts/vllm-env), and `run_engine`, which runs one vLLM
-engine in a child process on a job (engine.py) and returns its JSON result."""
+as a Hugging Face directory (made by scripts/vllm-env), and `run_engine` (engine.py), which runs one
+vLLM engine in a child process on a job and returns its JSON result."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python"))
 
+from engine import run_engine  # noqa: E402,F401 (the tests' import)
 from kvtierd_process import Daemon  # noqa: E402
 
 BUILD = Path(os.environ.get("KVTIER_BUILD_DIR", HERE.parents[1] / "build"))
@@ -38,11 +38,3 @@ def model_dir() -> str:
 def prompts(n: int) -> list[str]:
     """n word problems of different lengths."""
     return [PROBLEMS[i]["q"] + " Think step by step." for i in range(n)]
-
-
-def run_engine(job: dict) -> dict:
-    proc = subprocess.run([sys.executable, str(HERE / "engine.py"), json.dumps(job)], capture_output=True, text=True,
-                          timeout=1800)
-    if proc.returncode != 0:
-        raise RuntimeError(f"engine failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -5,29 +5,77 @@ child process per engine, so that each engine has its own process, as in a real 
 
 Job: {"model": dir, "kvtier": null | kv_connector_extra_config, "prompts": [...],
       "max_tokens": n, "tier": [per-prompt kvtier parameters or null], "abort_after": steps or null,
-      "kv_space_gib": float, "max_num_seqs": n}
-Result: {"tokens": [[ids]...], "seconds": s, "peak_blocks": {request: most blocks vLLM held for it},
-         "blocks_held_max": most blocks in use in vLLM's pool (staging included), "running_max": most
-         requests running at once, "block_size": n; with kvtier also "staging_blocks", "plans_refused",
-         "tiered" (False: kvtierd was not reachable)}
+      "num_blocks": the KV cache's size in blocks (default: VLLM_CPU_KVCACHE_SPACE = 1 GiB),
+      "max_num_seqs": n, "pause_at": [steps]: after each, print {"pause": step} and read a line
+      from stdin (the caller acts meanwhile, e.g. kills or restarts kvtierd), "await_reattach":
+      after the last pause, wait until the client has reattached to a restarted kvtierd}
+Result: {"tokens": [[ids]...], "seconds": s, "steps": n, "peak_blocks": {request: most blocks vLLM
+         held for it}, "blocks_held_max": most blocks in use in vLLM's pool (staging included),
+         "running_max" / "running_mean": requests running at once (most, mean over steps),
+         "preemptions": per request, "block_size": n; with kvtier also "staging_blocks",
+         "plans_refused", "plans_applied", "bytes_moved" (plans and staging), "unit_bytes" (one
+         block of every layer's K and V), "tiered" (False:
+         kvtierd was not reachable), "counters" (the worker client's, as a dict)}
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Callable
+
+
+def run_engine(job: dict, on_pause: Callable[[int], None] | None = None) -> dict:
+    """Runs engine.py on `job` in a child process; on_pause(step) runs at each of job["pause_at"]
+    while the engine waits."""
+    with tempfile.TemporaryFile("w+") as log, subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), json.dumps(job)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=log, text=True) as proc:
+        last = ""
+        for line in proc.stdout:
+            last = line
+            if line.startswith('{"pause"'):
+                on_pause(json.loads(line)["pause"])
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+        if proc.wait() != 0:
+            log.seek(0)
+            raise RuntimeError(f"engine failed ({proc.returncode}):\n{log.read()[-6000:]}")
+    return json.loads(last)
+
+
+def worker_plans_applied() -> int | None:
+    from kvtier_vllm import state
+
+    return state.worker().plans_applied if state.worker() else None
+
+
+def await_reattach(timeout_s: float = 60.0) -> None:
+    """Until the worker's client is attached to kvtierd again (libkvtier retries from sync)."""
+    from kvtier_vllm import state
+
+    client = state.worker().client
+    deadline = time.monotonic() + timeout_s
+    while client.counters().reattachments == 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no reattachment within {timeout_s} s")
+        client.sync(100)
+        time.sleep(0.05)
 
 
 def main() -> None:
     job = json.loads(sys.argv[1])
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "0-1")
-    os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(job.get("kv_space_gib", 1))
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = "1"
     from vllm import LLM, SamplingParams
 
-    kw = {}
+    kw = {"num_gpu_blocks_override": job["num_blocks"]} if job.get("num_blocks") else {}
     if job.get("kvtier") is not None:
         kw["kv_transfer_config"] = {"kv_connector": "KvtierConnector", "kv_role": "kv_both",
                                     "kv_connector_extra_config": job["kvtier"]}
@@ -42,7 +90,9 @@ def main() -> None:
                                                           extra_args=extra))
     started = time.monotonic()
     tokens: dict[str, list[int]] = {}
-    running_max = blocks_max = steps = 0
+    running_max = blocks_max = steps = running_sum = 0
+    preemptions: dict[str, int] = {}
+    applied_at_pause = None
     pool = core.scheduler.kv_cache_manager.block_pool
     per_request = core.scheduler.kv_cache_manager.coordinator.single_type_managers[0].req_to_blocks
     peak: dict[str, int] = {}
@@ -52,25 +102,44 @@ def main() -> None:
                 tokens[out.request_id] = list(out.outputs[0].token_ids)
         steps += 1
         running_max = max(running_max, len(core.scheduler.running))
+        running_sum += len(core.scheduler.running)
+        for req_id, request in core.scheduler.requests.items():
+            preemptions[req_id] = request.num_preemptions
         for req_id, blocks in per_request.items():  # the blocks vLLM's KV cache manager holds for it
             key = req_id.split("-")[0]  # vLLM suffixes the id it was given
             peak[key] = max(peak.get(key, 0), sum(1 for b in blocks if not b.is_null))
         blocks_max = max(blocks_max, pool.num_gpu_blocks - 1 - pool.get_num_free_blocks())
         if job.get("abort_after") and steps == job["abort_after"]:
             engine.abort_request([str(i) for i in range(len(job["prompts"])) if i % 2 == 1])
+        if steps in job.get("pause_at", ()):
+            print(json.dumps({"pause": steps}), flush=True)
+            sys.stdin.readline()
+            if steps == max(job["pause_at"]):
+                if job.get("await_reattach"):
+                    await_reattach()
+                applied_at_pause = worker_plans_applied()
     seconds = time.monotonic() - started
     for _ in range(8):  # what a server's engine loop does once the requests are done
         if not core.scheduler.has_requests():
             break
         engine.step()
     result = dict(tokens=[tokens.get(str(i)) for i in range(len(job["prompts"]))], seconds=seconds,
-                  running_max=running_max, blocks_held_max=blocks_max, block_size=32, peak_blocks=peak)
+                  steps=steps, running_max=running_max, running_mean=running_sum / max(steps, 1),
+                  preemptions=[preemptions.get(str(i), 0) for i in range(len(job["prompts"]))],
+                  blocks_held_max=blocks_max, block_size=32, peak_blocks=peak)
     connector = core.scheduler.connector
     if connector is not None:
         from kvtier_vllm import state
 
-        result.update(staging_blocks=connector.scheduler.staging_count, plans_refused=state.worker().plans_refused,
-                      tiered=state.worker().client is not None)
+        worker = state.worker()
+        result.update(staging_blocks=connector.scheduler.staging_count, plans_refused=worker.plans_refused,
+                      plans_applied=worker.plans_applied, bytes_moved=worker.bytes_moved, unit_bytes=worker.unit_bytes(),
+                      tiered=worker.client is not None)
+        if applied_at_pause is not None:
+            result["plans_applied_after_pause"] = worker.plans_applied - applied_at_pause
+        if worker.client is not None:
+            c = worker.client.counters()
+            result["counters"] = {k: getattr(c, k) for k in dir(c) if not k.startswith("_")}
     if job.get("kvtier") and job["kvtier"].get("socket"):  # what kvtierd still holds for this engine
         import kvtier
 

@@ -96,3 +96,42 @@ def test_the_plugin_is_an_entry_point_vllm_loads():
     (ep,) = [e for e in entry_points(group="vllm.general_plugins") if e.name == "kvtier"]
     assert ep.value == "kvtier_vllm:register"
     assert kvtier.Tier.T1  # the kvtier package is importable next to vLLM
+
+
+def test_a_long_generation_holds_at_most_0_40_of_vanillas_blocks(model_dir, daemon):
+    """1,536 generated tokens at β 0.3: the most blocks vLLM's KV cache manager held for the
+    request is at most 0.40 of vanilla's (the engine's staging blocks are reported apart)."""
+    long = dict(n=1, max_tokens=1536)
+    base = run_engine(job(model_dir, **long))
+    got = run_engine(job(model_dir, daemon, tier=[{"hbm_ratio": 0.3, "evict_ratio": 0.0}], **long))
+    assert got["tokens"] == base["tokens"]
+    assert got["plans_refused"] == 0
+    assert got["peak_blocks"]["0"] <= 0.40 * base["peak_blocks"]["0"], (got["peak_blocks"], base["peak_blocks"])
+
+
+def test_a_fixed_kv_cache_runs_more_long_requests_at_once(model_dir, daemon):
+    """The same 80-block KV cache: with kvtier freeing offloaded blocks, vLLM runs more of six
+    640-token requests at once than without, and every request still completes."""
+    fixed = dict(n=6, max_tokens=640, num_blocks=80)
+    base = run_engine(job(model_dir, **fixed))
+    got = run_engine(dict(job(model_dir, daemon, tier=[{"hbm_ratio": 0.3, "evict_ratio": 0.0}] * 6, **fixed),
+                          kvtier={"socket": daemon.socket, **TIERING, "staging_blocks": 3}))
+    assert all(t is not None and len(t) == 640 for t in got["tokens"] + base["tokens"])
+    assert got["plans_refused"] == 0
+    assert got["running_mean"] > base["running_mean"], (got["running_mean"], base["running_mean"])
+
+
+def test_vllm_serves_on_through_a_kvtierd_crash_and_tiers_again_after_its_restart(model_dir, daemon, vanilla):
+    """kvtierd is killed at step 100 and restarted at step 150: every request completes with vanilla's
+    tokens (r = 0), the worker's client reattaches, and plans apply again after the restart."""
+    def on_pause(step: int) -> None:
+        if step == 100:
+            daemon.kill()
+        else:
+            daemon.restart()
+
+    got = run_engine(dict(job(model_dir, daemon, tier=[{"hbm_ratio": 0.3, "evict_ratio": 0.0}] * 4),
+                          pause_at=[100, 150], await_reattach=True), on_pause)
+    assert got["tokens"] == vanilla["tokens"]
+    assert got["counters"]["daemon_losses"] == 1 and got["counters"]["reattachments"] == 1
+    assert got["plans_applied_after_pause"] > 0

@@ -45,6 +45,9 @@ class Request:
     def units(self) -> int:
         return len(self.tier)
 
+    def host_units(self) -> int:
+        return sum(1 for t in self.tier if t in (T1, T2))
+
     def tiered(self) -> bool:
         return any(t != T0 for t in self.tier)
 
@@ -58,6 +61,8 @@ class WorkerSide:
         self.staging: list[int] = []
         self.changes: list[BlockChange] = []
         self.plans_refused = 0
+        self.plans_applied = 0
+        self.bytes_moved = 0  # copied between vLLM's blocks and kvtierd's pool by plans and staging
         self.cache: torch.Tensor | None = None  # every layer's blocks, [layers * blocks, heads, 2 * bs, d]
         self.layer_index: dict[str, int] = {}
         self.forward: ForwardState | None = None
@@ -90,6 +95,10 @@ class WorkerSide:
         except KvtierError as e:  # kvtier never fails a request: serve untiered
             log.warning("kvtier: kvtierd not reachable (%s); serving without tiering", e)
             self.client = None
+
+    def unit_bytes(self) -> int:
+        """One unit's K and V rows of every layer and head."""
+        return self.num_layers * self.heads * 2 * self.block_size * self.head_size * self.cache.element_size()
 
     def _layout(self) -> dict:
         es = self.cache.element_size()
@@ -155,12 +164,12 @@ class WorkerSide:
     def _apply(self, r: Request, plan) -> bool:
         """Executes one plan; the blocks its offloads free go to its restores first, the rest back
         to vLLM. False (not applied; kvtierd keeps the placement) when restores lack blocks or the
-        staging blocks could not hold the request's host rows."""
+        staging slots could not hold every open request's host rows after it."""
         units, src, dst = plan.positions, plan.from_tiers, plan.to_tiers
         freed = [r.where[u] for u, f, t in zip(units, src, dst) if f == T0]
         restores = [i for i, (f, t) in enumerate(zip(src, dst)) if f != T0 and t == T0]
-        host_after = sum(1 for t in r.tier if t in (T1, T2)) + int(np.count_nonzero((dst == T1) | (dst == T2))) \
-            - int(np.count_nonzero((src == T1) | (src == T2)))
+        host_after = sum(q.host_units() for q in self.requests.values()) \
+            + int(np.count_nonzero((dst == T1) | (dst == T2))) - int(np.count_nonzero((src == T1) | (src == T2)))
         if len(restores) > len(freed) or host_after > len(self.staging) * self.num_layers:
             self.plans_refused += 1
             return False
@@ -177,6 +186,9 @@ class WorkerSide:
             log.warning("kvtier: plan %d of request %s not applied: %s", plan.epoch, r.req_id, e)
             return False
         self.client.ack_plan(plan.epoch, applied=True)
+        self.plans_applied += 1
+        copies = sum(1 for f, t in zip(src, dst) if (f == T0) != (t == T0) and T3 not in (f, t))
+        self.bytes_moved += copies * self.unit_bytes()
         for i, (u, f, t) in enumerate(zip(units, src, dst)):
             r.tier[u] = int(t)
             if f == T0:
@@ -267,6 +279,7 @@ class ForwardState:
             k = buffer[got.k_offset // es: got.k_offset // es + rows * w.heads * d].view(rows, w.heads, d)
             v = buffer[got.v_offset // es: got.v_offset // es + rows * w.heads * d].view(rows, w.heads, d)
             w.cache.view(-1, w.heads, 2, d).index_copy_(0, ids, torch.stack([k, v], dim=2))
+            w.bytes_moved += 2 * rows * w.heads * d * es
 
     # ---- scores ---------------------------------------------------------------------------------------
 
