@@ -27,7 +27,8 @@ def kvtierd_path() -> Path:
 
 
 class Daemon:
-    """A kvtierd child process; stop() ends it (SIGTERM, then SIGKILL) and removes its directory."""
+    """A kvtierd child process; stop() ends it (SIGTERM, then SIGKILL) and removes its directory and
+    the shared-memory segments named with its prefix."""
 
     def __init__(self, extra: list[str] | None = None) -> None:
         binary = kvtierd_path()
@@ -90,6 +91,9 @@ class Daemon:
                 self.process.wait()
         self._log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+        # A stopped kvtierd leaves its clients' pools for a successor; this one has none.
+        for segment in Path("/dev/shm").glob(f"kvtier.{self.prefix}-*"):
+            segment.unlink(missing_ok=True)
 
     def __enter__(self) -> "Daemon":
         return self
