@@ -32,15 +32,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "vllm"))
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 
-from engine import run_engine  # noqa: E402
+from engine import prompts, run_engine  # noqa: E402
 from kvtierd_process import Daemon  # noqa: E402
 
-PROBLEMS = json.loads((ROOT / "tests" / "fidelity" / "problems.json").read_text())
 GOALS = {"vllm_tokens_per_s_beta0.3": 0.87, "vllm_blocks_beta0.3": 0.40}
-
-
-def prompts(n: int) -> list[str]:
-    return [PROBLEMS[i]["q"] + " Think step by step." for i in range(n)]
 
 
 def generated(result: dict) -> int:

@@ -4,7 +4,6 @@ vLLM engine in a child process on a job and returns its JSON result."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -14,11 +13,10 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python"))
 
-from engine import run_engine  # noqa: E402,F401 (the tests' import)
+from engine import prompts, run_engine  # noqa: E402,F401 (the tests' imports)
 from kvtierd_process import Daemon  # noqa: E402
 
 BUILD = Path(os.environ.get("KVTIER_BUILD_DIR", HERE.parents[1] / "build"))
-PROBLEMS = json.loads((HERE.parent / "fidelity" / "problems.json").read_text())
 
 
 @pytest.fixture
@@ -33,8 +31,3 @@ def model_dir() -> str:
     if not (path / "config.json").exists():
         pytest.fail(f"{path} is missing: scripts/vllm-env {BUILD} makes it")
     return str(path)
-
-
-def prompts(n: int) -> list[str]:
-    """n word problems of different lengths."""
-    return [PROBLEMS[i]["q"] + " Think step by step." for i in range(n)]

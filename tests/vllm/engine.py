@@ -49,21 +49,30 @@ def run_engine(job: dict, on_pause: Callable[[int], None] | None = None) -> dict
     return json.loads(last)
 
 
+PROBLEMS = Path(__file__).resolve().parents[1] / "fidelity" / "problems.json"
+
+
+def prompts(n: int) -> list[str]:
+    """n word problems of different lengths (tests/fidelity/problems.json)."""
+    return [p["q"] + " Think step by step." for p in json.loads(PROBLEMS.read_text())[:n]]
+
+
 def worker_plans_applied() -> int | None:
     from kvtier_vllm import state
 
     return state.worker().plans_applied if state.worker() else None
 
 
-def await_reattach(timeout_s: float = 60.0) -> None:
-    """Until the worker's client is attached to kvtierd again (libkvtier retries from sync)."""
+def await_reattach(stuck_s: float = 600.0) -> None:
+    """Until the worker's client is attached to kvtierd again (libkvtier retries from sync with a
+    backoff of at most 1 s); stuck_s only ends a run that would never get there."""
     from kvtier_vllm import state
 
     client = state.worker().client
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + stuck_s
     while client.counters().reattachments == 0:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"no reattachment within {timeout_s} s")
+            raise RuntimeError(f"stuck: no reattachment to the restarted kvtierd after {stuck_s} s")
         client.sync(100)
         time.sleep(0.05)
 

@@ -218,6 +218,16 @@ class WorkerSide:
             self.client = None
 
 
+@dataclass
+class Staged:
+    """A request's host rows of this forward: its staging slots and one buffer every layer reuses."""
+
+    request: Request
+    ids: torch.Tensor  # staging slot (flat id) of each host unit, in unit order
+    rows: int
+    buffer: torch.Tensor
+
+
 class ForwardState:
     """One forward's view of the batch: each row's request, block table and scores."""
 
@@ -237,7 +247,7 @@ class ForwardState:
         base = table.clone()
         self.layer_mask = torch.ones_like(table)
         self.seq_lens = md.seq_lens.clone()
-        self.staged: list[tuple[Request, torch.Tensor]] = []  # (request, staging flat ids) per row with host rows
+        self.staged: list[Staged] = []  # per row with host rows
         self.visible: list[np.ndarray | None] = []
         slots = iter(l * nb + b for b in worker.staging for l in range(worker.num_layers))
         for i, r in enumerate(self.rows):
@@ -260,7 +270,9 @@ class ForwardState:
             self.seq_lens[i] -= (r.units() - len(keep)) * worker.block_size
             self.visible.append(keep)
             if ids:
-                self.staged.append((r, torch.tensor(ids)))
+                rows, nbytes = worker.client.t1_rows(r.sequence)
+                self.staged.append(Staged(r, torch.tensor(ids), rows,
+                                          torch.empty(nbytes // worker.cache.element_size(), dtype=worker.dtype)))
         self.base = base
         self.compacted = bool((self.seq_lens != md.seq_lens).any())
 
@@ -271,15 +283,14 @@ class ForwardState:
         """Copies layer `layer`'s host rows of every tiered row into its staging slots."""
         w = self.worker
         d = w.block_size * w.head_size
-        for r, ids in self.staged:
-            rows, nbytes = w.client.t1_rows(r.sequence)
-            buffer = torch.empty(nbytes // w.cache.element_size(), dtype=w.dtype)
-            got = w.client.stage_layer(r.sequence, layer, buffer)
-            es = w.cache.element_size()
-            k = buffer[got.k_offset // es: got.k_offset // es + rows * w.heads * d].view(rows, w.heads, d)
-            v = buffer[got.v_offset // es: got.v_offset // es + rows * w.heads * d].view(rows, w.heads, d)
-            w.cache.view(-1, w.heads, 2, d).index_copy_(0, ids, torch.stack([k, v], dim=2))
-            w.bytes_moved += 2 * rows * w.heads * d * es
+        es = w.cache.element_size()
+        slots = w.cache.view(-1, w.heads, 2, d)
+        for st in self.staged:
+            got = w.client.stage_layer(st.request.sequence, layer, st.buffer)
+            n = st.rows * w.heads * d
+            for half, offset in ((0, got.k_offset // es), (1, got.v_offset // es)):
+                slots[:, :, half].index_copy_(0, st.ids, st.buffer[offset:offset + n].view(st.rows, w.heads, d))
+            w.bytes_moved += 2 * n * es
 
     # ---- scores ---------------------------------------------------------------------------------------
 
