@@ -234,6 +234,12 @@ Status Client::close_sequence(std::uint32_t sequence) {
   digest_dims_.erase(sequence);
   scores_.erase(sequence);
   records_.erase(sequence);
+  for (auto& [epoch, polled] : polled_) {
+    if (polled.sequence == sequence) {  // kvtierd rolls it back at the close
+      polled.closed = true;
+      polled.moves = {};
+    }
+  }
   // The daemon is gone (it reattaches without it), or its successor never knew it.
   if (forgotten_.erase(sequence) != 0 || (rings_ && !attached())) return {};
   capnp::MallocMessageBuilder message;
@@ -250,7 +256,7 @@ void Client::ring_doorbell() const {
 
 Result<std::optional<kvtier_plan>> Client::poll_plan(std::chrono::milliseconds timeout) {
   if (auto ok = require_engine("poll_plan"); !ok) return tl::unexpected(ok.error());
-  plan_moves_.clear();
+  std::erase_if(polled_, [](const auto& entry) { return entry.second.acked; });
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   // Without a daemon there is no plan: wait out the timeout, reattaching when the backoff says.
   while (!attached()) {
@@ -259,10 +265,11 @@ Result<std::optional<kvtier_plan>> Client::poll_plan(std::chrono::milliseconds t
     if (std::chrono::steady_clock::now() >= deadline) return std::optional<kvtier_plan>{};
     // No attempt is due before next_attempt_; none at all after a refusal or while a polled plan
     // waits for its acknowledgement.
-    std::this_thread::sleep_until(refused_ || !polled_.acked ? deadline : std::min(deadline, next_attempt_));
+    std::this_thread::sleep_until(refused_ || unacknowledged() ? deadline : std::min(deadline, next_attempt_));
   }
   std::uint64_t epoch = 0;
   std::uint32_t sequence = 0;
+  std::vector<kvtier_plan_move> moves;
   for (;;) {
     auto popped = rings_->plans.pop(std::span(&plan_record_, 1));
     if (!popped) return tl::unexpected(popped.error());
@@ -283,31 +290,59 @@ Result<std::optional<kvtier_plan>> Client::poll_plan(std::chrono::milliseconds t
     ++counters_.plan_records_received;
     for (std::uint16_t i = 0; i < record.move_count; ++i) {
       const shm::PlanMove& m = record.moves[i];
-      plan_moves_.push_back(kvtier_plan_move{m.position, m.from_tier, m.to_tier, 0, m.src_slot, m.dst_slot});
+      moves.push_back(kvtier_plan_move{m.position, m.from_tier, m.to_tier, 0, m.src_slot, m.dst_slot});
     }
     if ((record.flags & shm::kPlanLast) != 0) break;
   }
-  polled_ = Polled{epoch, sequence, generation_, false};
-  return kvtier_plan{epoch, sequence, plan_moves_.size(), plan_moves_.data()};
+  // kvtierd keeps at most one plan per sequence in flight and numbers plans upwards.
+  for (const auto& [earlier, p] : polled_) {
+    if (earlier >= epoch && p.generation == generation_) {
+      return make_error(Errc::kProtocol, "plan epoch " + std::to_string(epoch) + " after epoch " +
+                                             std::to_string(earlier));
+    }
+    if (p.sequence == sequence && p.generation == generation_ && !p.acked && !p.closed) {
+      return make_error(Errc::kProtocol, "plan epoch " + std::to_string(epoch) + " for sequence " +
+                                             std::to_string(sequence) + " while its epoch " + std::to_string(earlier) +
+                                             " is unacknowledged");
+    }
+  }
+  Polled& polled = polled_[epoch] = Polled{sequence, generation_, std::move(moves), false, false};
+  return kvtier_plan{epoch, sequence, polled.moves.size(), polled.moves.data()};
+}
+
+bool Client::unacknowledged() const {
+  return std::any_of(polled_.begin(), polled_.end(), [this](const auto& entry) {
+    return !entry.second.acked && !entry.second.closed && entry.second.generation == generation_;
+  });
 }
 
 Status Client::ack_plan(std::uint64_t epoch, bool applied) {
   if (auto ok = require_engine("ack_plan"); !ok) return ok;
-  if (epoch <= last_acked_) {
-    return make_error(Errc::kInvalidArgument, "epoch " + std::to_string(epoch) + " already acknowledged");
+  auto found = polled_.find(epoch);
+  if (found == polled_.end() || found->second.acked) {
+    return make_error(Errc::kInvalidArgument, "epoch " + std::to_string(epoch) +
+                                                  (found == polled_.end() ? " was not polled (or is acknowledged and gone)"
+                                                                          : " already acknowledged"));
   }
-  last_acked_ = epoch;
-  if (polled_.epoch == epoch && polled_.generation == generation_ && !polled_.acked) {
-    polled_.acked = true;
-    // The record a successor daemon rebuilds the sequence from (reattach.cpp).
-    auto it = records_.find(polled_.sequence);
-    if (applied && it != records_.end()) {
-      for (const kvtier_plan_move& m : plan_moves_) it->second.apply(m);
-    }
-  }
-  const bool wake = applied ? rings_->plans.ack(epoch) : rings_->plans.fail(epoch);
+  Polled& polled = found->second;
+  polled.acked = true;
   ++counters_.plans_acked;
-  if (wake) ring_doorbell();
+  // Its sequence was closed (kvtierd rolled the plan back), or it came from a daemon since lost
+  // and replaced: nobody reads an ack of it.
+  if (polled.closed || polled.generation != generation_) return {};
+  const shm::AckResult pushed = applied ? rings_->plans.ack(epoch) : rings_->plans.fail(epoch);
+  if (pushed == shm::AckResult::kFull) {
+    polled.acked = false;
+    --counters_.plans_acked;
+    return make_error(Errc::kProtocol, "plan acknowledgement slots full: kvtierd has more than " +
+                                           std::to_string(shm::kPlanAckSlots) + " plans unacknowledged");
+  }
+  // The record a successor daemon rebuilds the sequence from (reattach.cpp).
+  auto it = records_.find(polled.sequence);
+  if (applied && it != records_.end()) {
+    for (const kvtier_plan_move& m : polled.moves) it->second.apply(m);
+  }
+  if (pushed == shm::AckResult::kPushedWake) ring_doorbell();
   return {};
 }
 

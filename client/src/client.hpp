@@ -98,13 +98,17 @@ class Client {
     void grow(std::uint32_t end);
     void apply(const kvtier_plan_move& move);
   };
-  // The plan poll_plan returned last, until acknowledged.
+  // A plan poll_plan returned: unacknowledged until ack_plan, then kept until the next poll
+  // (its moves are what the returned kvtier_plan points at). Several may be unacknowledged at
+  // once, each of another sequence.
   struct Polled {
-    std::uint64_t epoch = 0;
     std::uint32_t sequence = 0;
     std::uint64_t generation = 0;  // of the rings it came from
-    bool acked = true;
+    std::vector<kvtier_plan_move> moves;
+    bool acked = false;
+    bool closed = false;  // its sequence was closed: the daemon rolled it back, nothing to publish
   };
+  bool unacknowledged() const;  // a polled plan of the current rings awaits its ack
   explicit Client(Connection connection, ClientOptions options)
       : connection_(std::move(connection)), options_(std::move(options)) {}
 
@@ -152,15 +156,13 @@ class Client {
   std::map<std::uint32_t, SequenceScores> scores_;      // sequence -> scores not shipped yet
   shm::PlanRecord plan_record_{};  // the record poll_plan is reading (1 KiB: not on the stack)
   std::vector<shm::ScoreRecord> batch_;
-  std::vector<kvtier_plan_move> plan_moves_;
-  std::uint64_t last_acked_ = 0;
   kvtier_client_counters counters_{};
   // Reattachment state (reattach.cpp).
   std::map<std::uint32_t, SequenceRecord> records_;
   std::set<std::uint32_t> forgotten_;  // open here, not reattached: pushes dropped, closes local
   UniqueFd pool_fd_, int8_fd_;  // the pools' fds, presented to a successor daemon
   std::string model_name_;
-  Polled polled_;
+  std::map<std::uint64_t, Polled> polled_;  // by epoch
   bool attached_ = true;
   bool refused_ = false;  // a successor refused the Reattach: no more attempts
   std::string reattach_error_;  // why

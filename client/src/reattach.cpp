@@ -67,7 +67,7 @@ void Client::lost() {
 }
 
 void Client::try_reattach(bool now) {
-  if (attached_ || refused_ || !pool_ || !polled_.acked) return;
+  if (attached_ || refused_ || !pool_ || unacknowledged()) return;
   const auto t = std::chrono::steady_clock::now();
   if (!now && t < next_attempt_) return;
   const Status done = reattach();
@@ -101,7 +101,6 @@ Status Client::reattach() {
     return ok;
   }  // new control segment and doorbell from here on
   ++generation_;
-  last_acked_ = 0;
 
   capnp::MallocMessageBuilder message;
   auto claim = message.initRoot<wire::ClientMessage>().initReattach();

@@ -9,6 +9,9 @@
 
 namespace kvtier::daemon {
 
+// limits.plans_in_flight's upper bound (daemon/config/src/fields.cpp) is the ack slots' count.
+static_assert(shm::kPlanAckSlots == 64);
+
 ClientChannel::ClientChannel(asio::io_context& io, std::uint32_t client_id, shm::Segment control,
                              const shm::ControlLayout& layout, UniqueFd doorbell,
                              const config::DaemonConfig& config, NodeBudget& budget, spdlog::logger& log,
@@ -23,7 +26,7 @@ ClientChannel::ClientChannel(asio::io_context& io, std::uint32_t client_id, shm:
       intake_(shm::daemon_rings(control_, layout).scores),  // each part takes its ring's view
       doorbell_(io, doorbell.release()),
       budget_(budget),
-      outbox_(shm::daemon_rings(control_, layout).plans) {
+      outbox_(shm::daemon_rings(control_, layout).plans, config.limits.plans_in_flight) {
   budget_.join(*this);
   service();
 }
@@ -101,15 +104,14 @@ void ClientChannel::close_sequence(std::uint32_t sequence_id) {
     service();
     return;
   }
-  if (PlanOutbox::Plan* plan = outbox_.outstanding(); plan && plan->sequence == sequence_id) {
+  if (std::optional<PlanOutbox::Plan> plan = outbox_.take(sequence_id)) {
     // The client closed the sequence: it reads none of these rows any more.
     if (auto ok = plan->transaction->rollback(); !ok) return fail(ok.error());
-    (void)outbox_.take();
   }
   release_slots(it->second.slots, it->second.t2_slots);
   sequences_.erase(it);
   std::erase(owed_, sequence_id);
-  service();  // another sequence may have been waiting for the outstanding plan
+  service();  // another sequence may have been waiting for room in the window
 }
 
 void ClientChannel::release_slots(const tier::SlotMap& t1, const tier::SlotMap& t2) {
@@ -223,7 +225,7 @@ Status ClientChannel::step_ended(std::uint32_t sequence_id) {
   Sequence& sequence = sequences_.at(sequence_id);  // find() just returned it
   // A received sequence is decided once its hand-off plan resolves (resolve_handoff).
   if (!sequence.tiers.due() || sequence.handoff == HandoffState::kReceiving || draining_) return {};
-  if (outbox_.outstanding() != nullptr) {
+  if (!outbox_.can_send(sequence_id)) {  // the window is full, or its own plan is in flight
     if (std::find(owed_.begin(), owed_.end(), sequence_id) == owed_.end()) owed_.push_back(sequence_id);
     return {};
   }
@@ -284,7 +286,7 @@ Result<bool> ClientChannel::send_pending(std::uint32_t sequence_id, Sequence& se
     if (!relief) owed_.push_back(sequence_id);
     return false;
   }
-  const PlanOutbox::Plan& plan = *outbox_.outstanding();
+  const PlanOutbox::Plan& plan = *outbox_.in_flight(sequence_id);
   log_.debug("event=plan client_id={} sequence={} epoch={} moves={} step={} relief={}", client_id_, sequence_id,
              plan.epoch, plan.transaction->planned().size(), sequence.tiers.step(), relief);
   return true;
@@ -293,8 +295,10 @@ Result<bool> ClientChannel::send_pending(std::uint32_t sequence_id, Sequence& se
 Status ClientChannel::resolve_acks() {
   auto resolved = outbox_.poll();
   if (!resolved) return tl::unexpected(resolved.error());
-  if (!*resolved) return {};
-  return resolve(std::move(**resolved));
+  for (PlanOutbox::Resolved& plan : *resolved) {
+    if (auto ok = resolve(std::move(plan)); !ok) return ok;
+  }
+  return {};
 }
 
 Status ClientChannel::resolve(PlanOutbox::Resolved resolved) {
@@ -345,16 +349,25 @@ void ClientChannel::count_committed(std::uint32_t sequence_id, std::uint64_t epo
 Status ClientChannel::decide_owed() {
   if (draining_) return {};
   // A hand-off first: the adopter is waiting for it, and the exporter's rows are held until then.
-  if (!outbox_.outstanding() && !incoming_.empty() && !send_handoff()) return {};  // ring full: wait for the client
-  if (!outbox_.outstanding() && !relief_.empty()) {
-    // Relief first: another tenant is waiting for these rows.
-    if (auto sent = send_relief(); !sent) return tl::unexpected(sent.error());
+  while (!outbox_.full() && !incoming_.empty()) {
+    if (!send_handoff()) return {};  // ring full: wait for the client
   }
-  while (!outbox_.outstanding() && !owed_.empty()) {
+  // Relief next: another tenant is waiting for these rows.
+  while (!outbox_.full() && !relief_.empty()) {
+    auto sent = send_relief();
+    if (!sent) return tl::unexpected(sent.error());
+    if (!*sent) break;  // nothing left that can go now
+  }
+  // Each owed sequence once per pass; one whose own plan is still in flight waits its turn.
+  for (std::size_t turns = owed_.size(); turns > 0 && !outbox_.full() && !owed_.empty(); --turns) {
     const std::uint32_t id = owed_.front();
     owed_.pop_front();
     auto it = sequences_.find(id);
     if (it == sequences_.end()) continue;
+    if (outbox_.in_flight(id) != nullptr) {
+      owed_.push_back(id);
+      continue;
+    }
     auto sent = decide_and_publish(id, it->second);
     if (!sent) return tl::unexpected(sent.error());
     if (!*sent && !owed_.empty() && owed_.back() == id) break;  // ring full: wait for the client

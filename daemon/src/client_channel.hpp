@@ -5,8 +5,9 @@
 // record with count 0) ends a decode step; every Δ steps the engine decides, a PlanTransaction
 // reserves destination slots, the differential plan goes out on the plan ring, and when the
 // client acknowledges the epoch the placement is committed and source slots are freed (a failed
-// epoch rolls back). One plan per client is outstanding at a time; sequences that become due
-// meanwhile are decided as soon as it resolves.
+// epoch rolls back that plan only). Up to limits.plans_in_flight plans of one client are in
+// flight at once, at most one per sequence (plan_outbox.hpp); a sequence that becomes due while
+// the window is full or its own plan is in flight is owed and decided on a later turn.
 //
 // T2: moves into T2 get fresh int8 blocks, which the daemon quantizes from the tokens' T1 rows
 // before the plan goes out (int8_demotion.hpp). New T1 rows are admitted by the NodeBudget;
@@ -21,8 +22,8 @@
 // receiving sequence is not decided until it resolves.
 //
 // Parts: ScoreIntake (score_intake.hpp) reads the score ring into the sequences' tiers and
-// reports step ends here; PlanOutbox (plan_outbox.hpp) numbers, publishes and resolves the one
-// outstanding plan; ReliefQueue (relief_queue.hpp) holds the relief the budget asked for. This
+// reports step ends here; PlanOutbox (plan_outbox.hpp) numbers, publishes and resolves the
+// plans in flight; ReliefQueue (relief_queue.hpp) holds the relief the budget asked for. This
 // class orchestrates: sequences, pools, budget membership, when a decision, relief
 // (client_channel_relief.cpp) or hand-off (client_channel_handoff.cpp) plan goes out, and what
 // resolving it does.
@@ -97,7 +98,7 @@ class ClientChannel final : public BudgetMember, private ScoreIntake::Sequences 
   Status restore(std::vector<RestoredSequence> sequences);
   // No plan goes out from now on (scores and acks are still read).
   void drain() noexcept { draining_ = true; }
-  bool plan_outstanding() const { return outbox_.outstanding() != nullptr; }
+  std::size_t plans_in_flight() const { return outbox_.in_flight().size(); }
   // The pool segments keep their names when the channel goes (for a successor to adopt).
   void keep_pool_names();
 
@@ -183,9 +184,10 @@ class ClientChannel final : public BudgetMember, private ScoreIntake::Sequences 
   // may evict now.
   bool can_demote(const Sequence& sequence) const;
   std::uint32_t eviction_room(const Sequence& sequence) const;
-  // Publishes the oldest queued hand-off plan; false when the ring had no room.
+  // Publishes the oldest queued hand-off plan; false when the ring had no room. Precondition:
+  // room in the window.
   bool send_handoff();
-  // Resolves the outstanding hand-off plan (applied or not) or one queued behind it.
+  // Resolves a hand-off plan in flight (applied or not) or one still queued.
   void resolve_handoff(std::uint32_t sequence_id, const HandoffOrigin& origin, bool applied);
   // The hand-off of a receiving sequence failed (closed, or this client is going away).
   void abandon_handoff(std::uint32_t sequence_id);
@@ -218,10 +220,10 @@ class ClientChannel final : public BudgetMember, private ScoreIntake::Sequences 
   std::map<std::uint32_t, Lent> lent_;  // exported sequences whose tier state is elsewhere
   std::deque<Incoming> incoming_;
   std::set<std::uint32_t> dropped_;  // adopted sequences whose hand-off failed, until closed
-  // After the allocators: an outstanding plan's transaction rolls back into them when the
+  // After the allocators: the transactions of plans in flight roll back into them when the
   // channel goes away, so it must be destroyed first.
   PlanOutbox outbox_;  // views into control_
-  std::deque<std::uint32_t> owed_;  // sequences due while a plan was outstanding
+  std::deque<std::uint32_t> owed_;  // sequences due while the window was full or their plan in flight
   std::uint64_t errors_ = 0;
   std::uint64_t t2_demotions_ = 0, pressure_demotions_ = 0, pressure_evictions_ = 0, int8_trimmed_ = 0;
   shm::BackpressureReason last_backpressure_ = shm::BackpressureReason::kNone;

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "client_channel.hpp"
 #include "handoff_checks.hpp"
@@ -28,7 +29,7 @@ Status ClientChannel::freeze(std::uint32_t sequence_id, std::span<const std::pai
                                                                  ? " is already exported"
                                                                  : " is still being handed to this client"));
   }
-  if (const PlanOutbox::Plan* plan = outbox_.outstanding(); plan && plan->sequence == sequence_id) {
+  if (const PlanOutbox::Plan* plan = outbox_.in_flight(sequence_id)) {
     return make_error(Errc::kBadState, "plan epoch " + std::to_string(plan->epoch) + " of " + name(sequence_id) +
                                            " is in flight: execute and acknowledge it, then export again");
   }
@@ -217,10 +218,9 @@ void ClientChannel::finish_loan(std::uint32_t sequence_id, std::optional<tier::S
 
 void ClientChannel::abandon_handoff(std::uint32_t sequence_id) {
   std::optional<HandoffOrigin> origin;
-  if (const PlanOutbox::Plan* plan = outbox_.outstanding();
-      plan && plan->sequence == sequence_id && plan->kind == PlanKind::kHandoff) {
+  if (const PlanOutbox::Plan* plan = outbox_.in_flight(sequence_id); plan && plan->kind == PlanKind::kHandoff) {
     origin = plan->origin;
-    (void)outbox_.take();
+    (void)outbox_.take(sequence_id);
   }
   for (const Incoming& in : incoming_) {
     if (in.sequence == sequence_id) origin = in.origin;
@@ -229,9 +229,11 @@ void ClientChannel::abandon_handoff(std::uint32_t sequence_id) {
 }
 
 void ClientChannel::abandon_handoffs() {
-  if (const PlanOutbox::Plan* plan = outbox_.outstanding(); plan && plan->kind == PlanKind::kHandoff) {
-    abandon_handoff(plan->sequence);
+  std::vector<std::uint32_t> sending;
+  for (const PlanOutbox::Plan& plan : outbox_.in_flight()) {
+    if (plan.kind == PlanKind::kHandoff) sending.push_back(plan.sequence);
   }
+  for (const std::uint32_t sequence_id : sending) abandon_handoff(sequence_id);
   while (!incoming_.empty()) abandon_handoff(incoming_.front().sequence);
 }
 

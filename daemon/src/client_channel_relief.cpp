@@ -1,6 +1,7 @@
 // ClientChannel, the NodeBudget's side (node_budget.hpp): what this client holds, its lowest
 // T1 tokens, and turning relief the budget asked for into a plan (T1 -> T2 or T1 -> T3).
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "client_channel.hpp"
@@ -12,8 +13,9 @@ std::uint64_t ClientChannel::ddr_bytes_used() const noexcept {
 }
 
 bool ClientChannel::relief_pending() const noexcept {
-  const PlanOutbox::Plan* plan = outbox_.outstanding();
-  return !relief_.empty() || (plan != nullptr && plan->kind == PlanKind::kRelief);
+  const std::span<const PlanOutbox::Plan> plans = outbox_.in_flight();
+  return !relief_.empty() ||
+         std::any_of(plans.begin(), plans.end(), [](const PlanOutbox::Plan& p) { return p.kind == PlanKind::kRelief; });
 }
 
 bool ClientChannel::can_demote(const Sequence& sequence) const {
@@ -44,9 +46,14 @@ void ClientChannel::request_relief(std::vector<ReliefCandidate> tokens) {
 }
 
 Result<bool> ClientChannel::send_relief() {
-  // One sequence per plan: take the queued tokens of the first sequence still open.
+  // One sequence per plan: take the queued tokens of the first sequence still open whose own
+  // plan is not in flight (the others keep theirs queued for a later turn).
+  std::vector<std::uint32_t> busy;
+  for (const PlanOutbox::Plan& plan : outbox_.in_flight()) busy.push_back(plan.sequence);
   while (!relief_.empty()) {
-    ReliefQueue::Batch batch = relief_.take_sequence();
+    std::optional<ReliefQueue::Batch> taken = relief_.take_sequence(busy);
+    if (!taken) return false;
+    ReliefQueue::Batch& batch = *taken;
     const std::uint32_t sequence_id = batch.sequence;
     std::vector<std::uint32_t>& positions = batch.positions;
     auto it = sequences_.find(sequence_id);

@@ -100,7 +100,7 @@ void DataPlane::drain_round(std::chrono::steady_clock::time_point deadline, std:
   std::size_t outstanding = 0;
   for (auto& [id, channel] : channels_) {
     channel->service();  // reads the acks that came in
-    outstanding += channel->plan_outstanding() ? 1 : 0;
+    outstanding += channel->plans_in_flight();
   }
   if (outstanding != 0 && std::chrono::steady_clock::now() < deadline) {
     // Acks ring the doorbell only while the channel sleeps; a short poll catches the rest.

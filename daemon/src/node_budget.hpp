@@ -85,7 +85,7 @@ class BudgetMember {
   virtual std::uint64_t bytes_per_slot() const noexcept = 0;
   // T1 rows held, an unacknowledged plan's destinations included.
   virtual std::uint64_t ddr_bytes_used() const noexcept = 0;
-  // Relief asked for and not yet resolved (queued or in the outstanding plan).
+  // Relief asked for and not yet resolved (queued or in a plan in flight).
   virtual bool relief_pending() const noexcept = 0;
   // Appends up to k of the client's lowest-score T1 tokens that it could give under the rule
   // (per sequence; the budget orders them node-wide).

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -26,8 +27,13 @@ class ReliefQueue {
   // Removes every queued token of the sequence asked for first and returns them.
   // Precondition (checked): !empty().
   Batch take_sequence();
+  // The same for the first sequence asked for that is not in `busy` (sequences with a plan in
+  // flight, whose tokens wait for a later turn); nullopt when every queued one is busy.
+  std::optional<Batch> take_sequence(std::span<const std::uint32_t> busy);
 
  private:
+  Batch take(std::uint32_t sequence);
+
   std::vector<ReliefCandidate> tokens_;
 };
 

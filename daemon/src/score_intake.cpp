@@ -8,19 +8,28 @@ namespace kvtier::daemon {
 
 Status ScoreIntake::drain(Sequences& sequences) {
   std::array<shm::ScoreRecord, kBatch> batch;
+  // A sums push is hundreds of records of one sequence in a row: one find() serves the run, up
+  // to its step end (after step_ended the channel may have changed what find() would return).
+  std::optional<std::uint32_t> found;
+  Target target;
   for (;;) {
     auto popped = ring_.pop(batch);
     if (!popped) return tl::unexpected(popped.error());
     for (std::size_t i = 0; i < *popped; ++i) {
-      if (auto ok = apply(batch[i], sequences); !ok) return ok;
+      const shm::ScoreRecord& record = batch[i];
+      if (found != record.sequence) {
+        target = sequences.find(record.sequence);
+        found = record.sequence;
+      }
+      if (record.kind == static_cast<std::uint16_t>(shm::ScoreKind::kStepEnd)) found.reset();
+      if (auto ok = apply(record, target, sequences); !ok) return ok;
     }
     records_ += *popped;
     if (*popped < batch.size()) return {};
   }
 }
 
-Status ScoreIntake::apply(const shm::ScoreRecord& record, Sequences& sequences) {
-  const Target target = sequences.find(record.sequence);
+Status ScoreIntake::apply(const shm::ScoreRecord& record, const Target& target, Sequences& sequences) {
   if (target.ignored) {
     ++ignored_;  // pushed before the client exported it, or by mistake: it is frozen
     return {};

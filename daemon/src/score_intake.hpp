@@ -32,8 +32,9 @@ class ScoreIntake {
  public:
   static constexpr std::size_t kBatch = 64;  // records copied out of the ring per pop
 
-  // Where one sequence's records go, as the channel says (Sequences::find). The intake uses the
-  // pointers for one record only, and not after calling step_ended.
+  // Where one sequence's records go, as the channel says (Sequences::find). Within one drain()
+  // the intake uses the pointers for the run of consecutive records of that sequence up to and
+  // including its next step end, never after calling step_ended.
   struct Target {
     tier::SequenceTiers* tiers = nullptr;               // null: not open here
     std::optional<std::uint32_t>* last_step = nullptr;  // set with tiers: the last step ended
@@ -68,7 +69,7 @@ class ScoreIntake {
   std::uint64_t dropped() const noexcept { return ring_.dropped(); }  // client-written, informational
 
  private:
-  Status apply(const shm::ScoreRecord& record, Sequences& sequences);
+  Status apply(const shm::ScoreRecord& record, const Target& target, Sequences& sequences);
   static Status end_step(const shm::ScoreRecord& record, const Target& target, Sequences& sequences);
 
   shm::ScoreConsumer ring_;

@@ -45,11 +45,10 @@ PlanProducer::PlanProducer(std::span<std::byte> ring, std::uint32_t capacity) no
       mask_(capacity - 1u),
       write_(header_->producer.write.load(std::memory_order_relaxed)),
       read_cache_(header_->consumer.read.load(std::memory_order_acquire)),
-      last_acked_(header_->consumer.acked_epoch.load(std::memory_order_acquire)),
-      last_failed_(header_->consumer.failed_epoch.load(std::memory_order_acquire)) {
+      ack_read_(header_->producer.ack_read.load(std::memory_order_relaxed)),
+      last_ack_write_(ack_read_) {
   // Adoption: every epoch that reached the ring counts as published, so the next one is new.
-  published_epoch_ = std::max(last_acked_, last_failed_);
-  if (write_ != 0) published_epoch_ = std::max(published_epoch_, slots_[(write_ - 1) & mask_].epoch);
+  if (write_ != 0) published_epoch_ = slots_[(write_ - 1) & mask_].epoch;
 }
 
 bool PlanProducer::push(const PlanRecord& record) noexcept {
@@ -78,43 +77,37 @@ bool PlanProducer::push(const PlanRecord& record) noexcept {
   return true;
 }
 
-Result<std::uint64_t> PlanProducer::acked_epoch() {
-  const std::uint64_t acked = header_->consumer.acked_epoch.load(std::memory_order_acquire);
-  if (acked < last_acked_) {
-    return make_error(Errc::kProtocol, "plan ring acked epoch went backwards from " +
-                                           std::to_string(last_acked_) + " to " +
-                                           std::to_string(acked));
+Result<std::size_t> PlanProducer::pop_acks(std::span<PlanAck> out) {
+  const std::uint64_t write = header_->consumer.ack_write.load(std::memory_order_acquire);
+  if (auto ok = detail::check_write_counter("plan ack", write, last_ack_write_, ack_read_, kPlanAckSlots); !ok) {
+    return tl::unexpected(ok.error());
   }
-  if (acked > published_epoch_) {
-    return make_error(Errc::kProtocol, "plan ring acked epoch " + std::to_string(acked) +
-                                           " is beyond the last published epoch " +
-                                           std::to_string(published_epoch_));
+  last_ack_write_ = write;
+  const auto count = static_cast<std::size_t>(std::min<std::uint64_t>(write - ack_read_, out.size()));
+  for (std::size_t i = 0; i < count; ++i) {
+    // Copy, then look only at the copy: the client may still scribble on the slot.
+    std::memcpy(&out[i], &header_->acks[(ack_read_ + i) & (kPlanAckSlots - 1u)], sizeof(PlanAck));
+    const PlanAck& ack = out[i];
+    const std::string which = "plan ack " + std::to_string(ack_read_ + i);
+    if (ack.outcome != static_cast<std::uint32_t>(PlanOutcome::kApplied) &&
+        ack.outcome != static_cast<std::uint32_t>(PlanOutcome::kFailed)) {
+      return make_error(Errc::kProtocol, which + " has outcome " + std::to_string(ack.outcome) +
+                                             " (1 applied, 2 failed)");
+    }
+    if (ack.epoch == 0 || ack.epoch > published_epoch_) {
+      return make_error(Errc::kProtocol, which + " names epoch " + std::to_string(ack.epoch) +
+                                             ", never published (last published " +
+                                             std::to_string(published_epoch_) + ")");
+    }
   }
-  last_acked_ = acked;
-  return acked;
-}
-
-Result<std::uint64_t> PlanProducer::failed_epoch() {
-  const std::uint64_t failed = header_->consumer.failed_epoch.load(std::memory_order_acquire);
-  if (failed < last_failed_) {
-    return make_error(Errc::kProtocol, "plan ring failed epoch went backwards from " +
-                                           std::to_string(last_failed_) + " to " +
-                                           std::to_string(failed));
-  }
-  if (failed > published_epoch_) {
-    return make_error(Errc::kProtocol, "plan ring failed epoch " + std::to_string(failed) +
-                                           " is beyond the last published epoch " +
-                                           std::to_string(published_epoch_));
-  }
-  last_failed_ = failed;
-  return failed;
+  ack_read_ += count;
+  header_->producer.ack_read.store(ack_read_, std::memory_order_release);
+  return count;
 }
 
 bool PlanProducer::announce_sleep() noexcept {
   header_->producer.producer_waiting.store(1, std::memory_order_seq_cst);
-  const auto& consumer = header_->consumer;
-  if (consumer.acked_epoch.load(std::memory_order_seq_cst) != last_acked_ ||
-      consumer.failed_epoch.load(std::memory_order_seq_cst) != last_failed_) {
+  if (header_->consumer.ack_write.load(std::memory_order_seq_cst) != ack_read_) {
     cancel_sleep();
     return false;
   }
@@ -142,7 +135,9 @@ PlanConsumer::PlanConsumer(std::span<std::byte> ring, std::uint32_t capacity) no
       slots_(ring_slots(ring)),
       capacity_(capacity),
       read_(header_->consumer.read.load(std::memory_order_relaxed)),
-      last_write_(read_) {}
+      last_write_(read_),
+      ack_write_(header_->consumer.ack_write.load(std::memory_order_relaxed)),
+      ack_read_cache_(header_->producer.ack_read.load(std::memory_order_acquire)) {}
 
 Result<std::size_t> PlanConsumer::pop(std::span<PlanRecord> out) {
   return detail::pop_records("plan", header_, slots_, capacity_, read_, last_write_, out,
@@ -195,18 +190,20 @@ bool PlanConsumer::wait(std::chrono::nanoseconds timeout) noexcept {
   return true;
 }
 
-bool PlanConsumer::ack(std::uint64_t epoch) noexcept {
-  KVTIER_CHECK(epoch >= header_->consumer.acked_epoch.load(std::memory_order_relaxed),
-               "ack() of an epoch below the acked one");
-  header_->consumer.acked_epoch.store(epoch, std::memory_order_seq_cst);
-  return claim_wake(header_->producer.producer_waiting);
-}
+AckResult PlanConsumer::ack(std::uint64_t epoch) noexcept { return push_ack(epoch, PlanOutcome::kApplied); }
 
-bool PlanConsumer::fail(std::uint64_t epoch) noexcept {
-  KVTIER_CHECK(epoch >= header_->consumer.failed_epoch.load(std::memory_order_relaxed),
-               "fail() of an epoch below the failed one");
-  header_->consumer.failed_epoch.store(epoch, std::memory_order_seq_cst);
-  return claim_wake(header_->producer.producer_waiting);
+AckResult PlanConsumer::fail(std::uint64_t epoch) noexcept { return push_ack(epoch, PlanOutcome::kFailed); }
+
+AckResult PlanConsumer::push_ack(std::uint64_t epoch, PlanOutcome outcome) noexcept {
+  if (ack_write_ - ack_read_cache_ >= kPlanAckSlots) {
+    ack_read_cache_ = header_->producer.ack_read.load(std::memory_order_acquire);
+    if (ack_write_ - ack_read_cache_ >= kPlanAckSlots) return AckResult::kFull;
+  }
+  const PlanAck record{epoch, static_cast<std::uint32_t>(outcome), 0};
+  std::memcpy(&header_->acks[ack_write_ & (kPlanAckSlots - 1u)], &record, sizeof(PlanAck));
+  // Dekker with PlanProducer::announce_sleep: seq_cst publish, then seq_cst look at the flag.
+  header_->consumer.ack_write.store(++ack_write_, std::memory_order_seq_cst);
+  return claim_wake(header_->producer.producer_waiting) ? AckResult::kPushedWake : AckResult::kPushed;
 }
 
 bool PlanConsumer::producer_idle() const noexcept {

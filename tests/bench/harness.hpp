@@ -80,6 +80,7 @@ void register_gather(Registry& registry);
 void register_metadata(Registry& registry);
 void register_quantize(Registry& registry);
 void register_node_scale(Registry& registry);
+void register_plan_window(Registry& registry);
 
 // The measures as a JSON array of {name, ratio, subject:{label,value,unit}, baseline:{...}, goal}.
 std::string to_json(std::span<const Measure> measures);

@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
   kvtier::bench::register_metadata(registry);
   kvtier::bench::register_quantize(registry);
   kvtier::bench::register_node_scale(registry);
+  kvtier::bench::register_plan_window(registry);
 
   if (options.list) {
     for (const auto& benchmark : registry.all()) {

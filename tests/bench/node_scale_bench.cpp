@@ -14,8 +14,6 @@
 // schedstat, in cores), the share of decisions whose plan arrived within one interval of their step, and the
 // score bytes that crossed shared memory per step (records pushed x 256 B). The headline is
 // `ratio node_scale_cpu` at 16M tokens against 0.10 of a core (goal <= 1).
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -26,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_daemon.hpp"
 #include "harness.hpp"
 #include "kvtier/kvtier.h"
 #include "kvtier/shm/records.hpp"
@@ -65,56 +64,6 @@ double daemon_cpu_seconds(pid_t pid) {
   return seconds;
 }
 
-// The daemon under measurement; SIGTERMed and reaped by the destructor.
-class Daemon {
- public:
-  static Result<Daemon> start(const std::string& tag) {
-    Daemon d;
-    char tmpl[] = "/tmp/kvtier-node-scale-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) return make_error(Errc::kInternal, "mkdtemp failed");
-    d.dir_ = tmpl;
-    d.socket_ = (d.dir_ / "kvtierd.sock").string();
-    const std::string prefix = "kvtbench" + std::to_string(::getpid()) + tag;
-    const std::vector<std::string> args = {KVTIER_BENCH_KVTIERD_PATH, "--set", "daemon.runtime_dir=" + d.dir_.string(),
-                                           "--set", "daemon.shm_prefix=" + prefix, "--set", "daemon.log_level=warn",
-                                           "--set", "limits.score_ring_records=65536"};
-    d.pid_ = ::fork();
-    if (d.pid_ < 0) return make_error(Errc::kInternal, "fork failed");
-    if (d.pid_ == 0) {
-      std::vector<char*> argv;
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    for (int i = 0; i < 500 && !std::filesystem::exists(d.socket_); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (!std::filesystem::exists(d.socket_)) return make_error(Errc::kInternal, "kvtierd did not start");
-    return d;
-  }
-  Daemon(Daemon&& o) noexcept : dir_(std::move(o.dir_)), socket_(std::move(o.socket_)), pid_(o.pid_) { o.pid_ = -1; }
-  Daemon& operator=(Daemon&&) = delete;
-  ~Daemon() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (!dir_.empty()) {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir_, ignored);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  const std::string& socket() const { return socket_; }
-
- private:
-  Daemon() = default;
-  std::filesystem::path dir_;
-  std::string socket_;
-  pid_t pid_ = -1;
-};
-
 struct Seq {
   std::uint32_t id = 0;
   std::uint32_t offset = 0;  // bench step of its first decode step (staggered start)
@@ -130,30 +79,15 @@ struct Client {
   ~Client() { kvtier_client_free(handle); }
 };
 
-Status check(kvtier_status s, kvtier_client* c, const char* what) {
-  if (s == KVTIER_OK) return {};
-  return make_error(Errc::kInternal, std::string(what) + ": " + (c ? kvtier_client_last_error(c) : "connect failed"));
-}
-
 Result<Outcome> run_size(const Size& size, bool per_step, std::uint32_t measured_steps) {
-  auto daemon = Daemon::start(std::string(size.label) + (per_step ? "s" : "d"));
+  auto daemon = BenchDaemon::start(std::string(size.label) + (per_step ? "s" : "d"), {"limits.score_ring_records=65536"});
   if (!daemon) return tl::unexpected(daemon.error());
   std::vector<Client> clients(size.clients);
   const std::vector<float> scores(size.tokens + 2 * kInterval + measured_steps + 8, 1.0f / 1024.0f);
   std::uint32_t n = 0;
   for (Client& c : clients) {
-    kvtier_connect_options connect;
-    kvtier_connect_options_init(&connect);
-    connect.socket_path = daemon->socket().c_str();
-    if (auto ok = check(kvtier_client_connect(&connect, &c.handle), nullptr, "connect"); !ok) return tl::unexpected(ok.error());
-    kvtier_model_geometry g;
-    kvtier_model_geometry_init(&g);
-    g.num_layers = 1;
-    g.num_kv_heads = 1;
-    g.head_dim = 8;
-    g.dtype = KVTIER_DTYPE_F16;
-    g.pool_tokens = 64;  // T3 moves only: no row is ever needed
-    if (auto ok = check(kvtier_model_register(c.handle, &g), c.handle, "register"); !ok) return tl::unexpected(ok.error());
+    // T3 moves only: no row is ever needed.
+    if (auto ok = daemon->connect_engine(64, &c.handle); !ok) return tl::unexpected(ok.error());
     for (std::uint32_t s = 0; s < size.sequences; ++s, ++n) {
       kvtier_sequence_options o;
       kvtier_sequence_options_init(&o);

@@ -1,5 +1,5 @@
 // plan_roundtrip: the daemon side (parent) publishes one plan epoch — a PlanRecord with 32
-// moves and kPlanLast — through PlanProducer and spins on acked_epoch(); the client (a child
+// moves and kPlanLast — through PlanProducer and spins on pop_acks(); the client (a child
 // process that maps the control segment like a real client) waits with PlanConsumer::wait (its
 // real bounded spin, then futex), pops the record, reads its moves and acks the epoch.
 // Baseline: the raw two-process spin ping-pong on two shared atomics, interleaved in the same
@@ -75,9 +75,10 @@ Result<PingPongSamples> measure_phase(std::string_view tag, const Schedule& sche
     if (!producer.push(plan)) return false;
     return spin_until(
                [&] {
-                 auto acked = producer.acked_epoch();
-                 if (!acked) protocol_error = true;
-                 return protocol_error || *acked == epoch;
+                 shm::PlanAck ack{};
+                 auto popped = producer.pop_acks(std::span(&ack, 1));
+                 if (!popped || (*popped == 1 && ack.epoch != epoch)) protocol_error = true;
+                 return protocol_error || (popped && *popped == 1);
                },
                deadline) &&
            !protocol_error;

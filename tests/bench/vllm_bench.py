@@ -14,7 +14,7 @@ real kvtierd at r = 0 (no token destroyed) with the plugin's own timing (no sync
 
 Tier parameters: k_s 4, k_w 128, Δ 64 (the paper's; --window/--interval to change). Prints a table
 and `ratio NAME VALUE` lines (goals: tokens/s ≥ 0.87, blocks ≤ 0.40); writes --json. Run after
-scripts/vllm-env BUILD (repository root; about 15 minutes on two cores):
+scripts/vllm-env BUILD (repository root; about 8 minutes on two idle cores):
 
   build/vllm-venv/bin/python tests/bench/vllm_bench.py --build build [--json docs/vllm-bench.json]
 """

@@ -11,7 +11,8 @@
 //
 // Input (fuzz_input.hpp): u8 ring capacities (score 2^(b & 3), plan 2^((b >> 2) & 3)), u8 layers-1
 // (% 2), u8 heads-1 (% 2), u8 head_dim/8-1 (% 4), u8 dtype (% 3), u8 pool slots-1 (% 64), u8 int8
-// blocks (% 5; 0: no int8 pool), u8 pressure rule (% 4) and node budget (% 2: none, 8 rows), then
+// blocks (% 5; 0: no int8 pool), u8 pressure rule (% 4), node budget (bit 2: none, 8 rows) and
+// plans in flight (bit 3: 4, 1), then
 // operations, each a u8 opcode and its operands (see the switch below).
 //
 // Beyond "no crash, no sanitizer report, no assertion": the channel's snapshot stays consistent
@@ -133,6 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   h.config.pools.pressure = kPressure[rule % 4];
   h.config.pools.int8_group_tokens = 4;
   h.config.limits.max_tokens_per_sequence = 1024;
+  h.config.limits.plans_in_flight = (rule & 8) != 0 ? 1 : 4;  // one plan at a time, or several
   auto geometry = shm::make_pool_geometry(layers, heads, head_dim,
                                           static_cast<std::uint32_t>(kvtier::kernels::dtype_bytes(dtype)), slots);
   if (!geometry) setup_failed("pool geometry", geometry.error());
@@ -217,16 +219,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       }
       case 3: h.channel->service(); break;
-      case 4: {  // the client executes what it got and acks (or fails) the newest complete epoch
+      case 4: {  // the client executes what it got and acks (or fails) each complete epoch, newest first
         auto popped = h.plans->pop(plan_out);
         const bool ack = in.flag();
         if (!popped || *popped == 0) break;
-        const shm::PlanRecord& last = plan_out[*popped - 1];
-        const auto& line = reinterpret_cast<const shm::PlanRingHeader*>(
-                               h.control.data() + h.layout->block().plan_ring_offset)->consumer;
-        if ((last.flags & shm::kPlanLast) == 0) break;
-        if (last.epoch < (ack ? line.acked_epoch : line.failed_epoch).load()) break;  // the client's precondition
-        (void)(ack ? h.plans->ack(last.epoch) : h.plans->fail(last.epoch));
+        for (std::size_t i = *popped; i-- > 0;) {
+          if ((plan_out[i].flags & shm::kPlanLast) == 0) continue;
+          (void)(ack ? h.plans->ack(plan_out[i].epoch) : h.plans->fail(plan_out[i].epoch));
+        }
         h.channel->service();
         break;
       }
@@ -270,8 +270,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const auto value = in.take<std::uint64_t>() % 64;
         switch (in.below<std::uint8_t>(4)) {
           case 0: score->producer.write.fetch_add(value); break;
-          case 1: plan->consumer.acked_epoch.fetch_add(value); break;
-          case 2: plan->consumer.failed_epoch.fetch_add(value); break;
+          case 1: plan->consumer.ack_write.fetch_add(value); break;
+          case 2: plan->acks[value % shm::kPlanAckSlots].outcome = static_cast<std::uint32_t>(value); break;
           default: plan->consumer.read.fetch_add(value); break;
         }
         h.channel->service();

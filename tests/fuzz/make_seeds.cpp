@@ -258,6 +258,20 @@ void shm_seeds(const fs::path& root) {
     w.put<std::uint8_t>(8);
     corpus.write("control-corrupt", w.bytes());
   }
+  {  // control: three plans, acked out of order and one failed, then a scribbled ack slot
+    SeedWriter w;
+    w.put<std::uint8_t>(0).put<std::uint8_t>(3 | (2 << 2));
+    for (std::uint32_t sequence = 1; sequence <= 3; ++sequence) {
+      w.put<std::uint8_t>(4).put<std::uint8_t>(4).put<std::uint32_t>(sequence).put<std::uint8_t>(1);
+    }
+    w.put<std::uint8_t>(6).put<std::uint8_t>(2).put<std::uint8_t>(1);  // pops 3, acks epoch 3
+    w.put<std::uint8_t>(5);
+    w.put<std::uint8_t>(7).put<std::uint64_t>(9).put<std::uint8_t>(1);  // an ack slot names epoch 9
+    w.put<std::uint8_t>(7).put<std::uint64_t>(2).put<std::uint8_t>(0);  // ack_write = 2
+    w.put<std::uint8_t>(5);
+    w.put<std::uint8_t>(3);
+    corpus.write("control-acks", w.bytes());
+  }
   for (const std::uint8_t kind : {std::uint8_t{1}, std::uint8_t{2}}) {  // a pool / int8 pool segment, then one poke of its block
     SeedWriter w;
     w.put<std::uint8_t>(kind).put<std::uint8_t>(1).put<std::uint8_t>(1).put<std::uint8_t>(15)
@@ -292,15 +306,16 @@ void channel_open(SeedWriter& w, std::uint8_t policy, std::uint8_t int8_ratio) {
   w.put<std::uint8_t>(3);  // key digest dim 4
 }
 
-// One decode step of sequence index 0: `count` values of `kind` from position 0, a step end,
-// the doorbell, then the client acks whatever plan came.
-void channel_step(SeedWriter& w, std::uint8_t kind, std::uint8_t count, std::uint8_t salt) {
-  w.put<std::uint8_t>(2).put<std::uint8_t>(0).put(kind).put<std::uint16_t>(0).put<std::uint8_t>(0).put(count);
+// One decode step of sequence index `sequence`: `count` values of `kind` from position 0, a step
+// end, the doorbell, then (with `ack`) the client acks whatever plans came.
+void channel_step(SeedWriter& w, std::uint8_t kind, std::uint8_t count, std::uint8_t salt, std::uint8_t sequence = 0,
+                  bool ack = true) {
+  w.put<std::uint8_t>(2).put(sequence).put(kind).put<std::uint16_t>(0).put<std::uint8_t>(0).put(count);
   for (std::uint8_t i = 0; i < count; ++i) w.put(static_cast<std::uint8_t>((i * 29 + salt) % 200));
   w.put<std::uint8_t>(0);
-  w.put<std::uint8_t>(2).put<std::uint8_t>(0).put<std::uint8_t>(1).put<std::uint16_t>(0).put<std::uint8_t>(0)
+  w.put<std::uint8_t>(2).put(sequence).put<std::uint8_t>(1).put<std::uint16_t>(0).put<std::uint8_t>(0)
       .put<std::uint8_t>(0).put<std::uint8_t>(0).put<std::uint8_t>(1);
-  w.put<std::uint8_t>(4).put<std::uint8_t>(1);
+  if (ack) w.put<std::uint8_t>(4).put<std::uint8_t>(1);
 }
 
 void channel_seeds(const fs::path& root) {
@@ -348,6 +363,19 @@ void channel_seeds(const fs::path& root) {
     for (std::uint8_t i = 0; i < 12; ++i) w.put<std::uint8_t>(i);
     w.put<std::uint8_t>(1);
     corpus.write("interval-sums", w.bytes());
+  }
+  for (const std::uint8_t rule : {std::uint8_t{0}, std::uint8_t{8}}) {  // two sequences due together:
+    // window 4, then window 1; the client acks each complete plan newest first, then fails some
+    SeedWriter w = channel_setup(0, rule);
+    channel_open(w, 0, 0);
+    channel_open(w, 0, 0);
+    for (std::uint8_t s = 0; s < 4; ++s) {
+      channel_step(w, 0, 24, s, 0, false);
+      channel_step(w, 0, 24, s, 1, false);
+      w.put<std::uint8_t>(4).put<std::uint8_t>(s == 3 ? 0 : 1);
+    }
+    w.put<std::uint8_t>(8);
+    corpus.write(rule == 0 ? "two-sequences-window" : "two-sequences-window-1", w.bytes());
   }
   std::printf("client_channel: %d seeds\n", corpus.count());
 }

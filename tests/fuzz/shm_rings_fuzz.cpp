@@ -18,7 +18,8 @@
 //
 // Beyond "no crash, no sanitizer report": a pop returns at most what was asked, with every
 // score record's count <= kScoresPerRecord and every plan record's move_count <=
-// kMovesPerRecord; accepted ack/fail epochs never go backwards or beyond what was published;
+// kMovesPerRecord; an accepted acknowledgement names a published epoch (1 ..
+// published_epoch()) and an outcome that is a PlanOutcome;
 // free slots never exceed the capacity; an accepted control layout or pool block lies inside
 // the segment.
 #include <cstddef>
@@ -112,11 +113,13 @@ void run_control(FuzzInput& in) {
       {block.plan_ring_offset + 64, 64},                                              // plan consumer line
       {sizeof(shm::SegmentHeader), sizeof(shm::ControlBlock)},
       {0, sizeof(shm::SegmentHeader)},
+      {block.plan_ring_offset + 128, sizeof(shm::PlanRingHeader::acks)},  // plan ack slots
   };
 
-  std::uint64_t next_epoch = 1, open_epoch = 0, last_acked = 0, last_failed = 0, consumed = 0;
+  std::uint64_t next_epoch = 1, open_epoch = 0, consumed = 0;
   std::vector<shm::ScoreRecord> score_out(8);
   std::vector<shm::PlanRecord> plan_out(4);
+  std::vector<shm::PlanAck> acks(shm::kPlanAckSlots);
   for (int step = 0; step < 256 && !in.empty(); ++step) {
     switch (in.below<std::uint8_t>(12)) {
       case 0: poke(in, segment, regions); break;
@@ -161,13 +164,12 @@ void run_control(FuzzInput& in) {
         break;
       }
       case 5: {  // daemon reads the client's acknowledgements
-        if (auto acked = plans.acked_epoch()) {
-          if (*acked < last_acked || *acked > plans.published_epoch()) fail("acked_epoch accepted a bad value");
-          last_acked = *acked;
-        }
-        if (auto failed = plans.failed_epoch()) {
-          if (*failed < last_failed || *failed > plans.published_epoch()) fail("failed_epoch accepted a bad value");
-          last_failed = *failed;
+        auto popped = plans.pop_acks(acks);
+        if (!popped) break;
+        if (*popped > acks.size()) fail("pop_acks returned more than asked");
+        for (std::size_t i = 0; i < *popped; ++i) {
+          if (acks[i].epoch == 0 || acks[i].epoch > plans.published_epoch()) fail("pop_acks accepted a bad epoch");
+          if (acks[i].outcome != 1 && acks[i].outcome != 2) fail("pop_acks accepted a bad outcome");
         }
         break;
       }
@@ -176,12 +178,8 @@ void run_control(FuzzInput& in) {
         if (popped && *popped > 0) {
           const shm::PlanRecord& r = plan_out[*popped - 1];
           if (r.move_count > shm::kMovesPerRecord) fail("plan pop passed a record with move_count > 63");
-          // The client's own precondition: its acks and failures do not go backwards.
-          const auto& h = reinterpret_cast<const shm::PlanRingHeader*>(plan_ring.data())->consumer;
           const bool ack = in.flag();
-          if ((r.flags & shm::kPlanLast) != 0 && r.epoch >= (ack ? h.acked_epoch : h.failed_epoch).load()) {
-            (void)(ack ? client_plans.ack(r.epoch) : client_plans.fail(r.epoch));
-          }
+          if ((r.flags & shm::kPlanLast) != 0) (void)(ack ? client_plans.ack(r.epoch) : client_plans.fail(r.epoch));
         }
         break;
       }
@@ -189,8 +187,8 @@ void run_control(FuzzInput& in) {
         auto& h = *reinterpret_cast<shm::PlanRingHeader*>(plan_ring.data());
         const auto value = in.take<std::uint64_t>();
         switch (in.below<std::uint8_t>(4)) {
-          case 0: h.consumer.acked_epoch.store(value); break;
-          case 1: h.consumer.failed_epoch.store(value); break;
+          case 0: h.consumer.ack_write.store(value); break;
+          case 1: h.acks[value % shm::kPlanAckSlots].epoch = value; break;
           case 2: h.consumer.read.store(value); break;
           default: reinterpret_cast<shm::ScoreRingHeader*>(score_ring.data())->producer.write.store(value); break;
         }
@@ -218,8 +216,7 @@ void run_control(FuzzInput& in) {
         (void)adopted_scores.pop(std::span(score_out).first(1));
         shm::PlanProducer adopted_plans(plan_ring, block.plan_capacity);
         if (adopted_plans.free_slots() > adopted_plans.capacity()) fail("adopted free_slots beyond capacity");
-        (void)adopted_plans.acked_epoch();
-        (void)adopted_plans.failed_epoch();
+        (void)adopted_plans.pop_acks(std::span(acks).first(1));
         break;
       }
       default:

@@ -14,11 +14,11 @@ namespace {
 
 #define KVTIER_EXPECT_OFFSET(Type, field, offset) EXPECT_EQ(offsetof(Type, field), std::size_t{offset})
 
-TEST(ShmLayout, VersionIsFive) { EXPECT_EQ(kLayoutVersion, 5u); }
+TEST(ShmLayout, VersionIsSix) { EXPECT_EQ(kLayoutVersion, 6u); }
 
 TEST(ShmLayout, FingerprintIsPinned) {
   // Deliberately hard-coded: a layout change must be a conscious edit here and in LAYOUT.md.
-  EXPECT_EQ(kLayoutFingerprint, 0x0f4751f22b8de944ull);
+  EXPECT_EQ(kLayoutFingerprint, 0x170039f48b8aefecull);
 }
 
 TEST(ShmLayout, MagicReadsKvtiersgInMemory) {
@@ -82,7 +82,7 @@ TEST(ShmLayout, ScoreRingHeaderPutsEachSideOnItsOwnCacheLine) {
 }
 
 TEST(ShmLayout, PlanRingHeaderPutsEachSideOnItsOwnCacheLine) {
-  EXPECT_EQ(sizeof(PlanRingHeader), 128u);
+  EXPECT_EQ(sizeof(PlanRingHeader), 128u + 64u * 16u);
   EXPECT_EQ(alignof(PlanRingHeader), 64u);
   KVTIER_EXPECT_OFFSET(PlanRingHeader, producer, 0);
   KVTIER_EXPECT_OFFSET(PlanRingHeader, consumer, 64);
@@ -91,11 +91,28 @@ TEST(ShmLayout, PlanRingHeaderPutsEachSideOnItsOwnCacheLine) {
   KVTIER_EXPECT_OFFSET(PlanRingProducerLine, producer_waiting, 12);
   KVTIER_EXPECT_OFFSET(PlanRingProducerLine, backpressure_reason, 16);
   KVTIER_EXPECT_OFFSET(PlanRingProducerLine, backpressure_tokens, 24);
+  KVTIER_EXPECT_OFFSET(PlanRingProducerLine, ack_read, 32);
   KVTIER_EXPECT_OFFSET(PlanRingConsumerLine, read, 0);
-  KVTIER_EXPECT_OFFSET(PlanRingConsumerLine, acked_epoch, 8);
-  KVTIER_EXPECT_OFFSET(PlanRingConsumerLine, failed_epoch, 16);
-  KVTIER_EXPECT_OFFSET(PlanRingConsumerLine, consumer_waiting, 24);
-  KVTIER_EXPECT_OFFSET(PlanRingConsumerLine, reserved, 28);
+  KVTIER_EXPECT_OFFSET(PlanRingConsumerLine, ack_write, 8);
+  KVTIER_EXPECT_OFFSET(PlanRingConsumerLine, consumer_waiting, 16);
+  KVTIER_EXPECT_OFFSET(PlanRingConsumerLine, reserved, 20);
+}
+
+TEST(ShmLayout, PlanAckSlotsFollowTheCounterLines) {
+  EXPECT_EQ(kPlanAckSlots, 64u);
+  KVTIER_EXPECT_OFFSET(PlanRingHeader, acks, 128);
+  EXPECT_EQ(sizeof(PlanRingHeader::acks), 64u * 16u);
+  EXPECT_EQ(sizeof(PlanAck), 16u);
+  EXPECT_EQ(alignof(PlanAck), 8u);
+  KVTIER_EXPECT_OFFSET(PlanAck, epoch, 0);
+  KVTIER_EXPECT_OFFSET(PlanAck, outcome, 8);
+  KVTIER_EXPECT_OFFSET(PlanAck, reserved, 12);
+}
+
+TEST(ShmLayout, PlanOutcomeValuesArePinned) {
+  EXPECT_EQ(static_cast<std::uint32_t>(PlanOutcome::kApplied), 1u);
+  EXPECT_EQ(static_cast<std::uint32_t>(PlanOutcome::kFailed), 2u);
+  EXPECT_EQ(sizeof(PlanOutcome), sizeof(PlanAck::outcome));
 }
 
 TEST(ShmLayout, ScoreKindValuesArePinned) {
@@ -193,7 +210,7 @@ TEST(ShmLayout, Int8PoolGeometryAndBlock) {
 
 TEST(ShmLayout, RingSizesFollowCapacity) {
   EXPECT_EQ(score_ring_bytes(1024), 128u + 1024u * 256u);
-  EXPECT_EQ(plan_ring_bytes(16), 128u + 16u * 1024u);
+  EXPECT_EQ(plan_ring_bytes(16), 1152u + 16u * 1024u);
   EXPECT_EQ(kMaxRingCapacity, 1u << 20);
 }
 

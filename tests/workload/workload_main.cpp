@@ -20,7 +20,10 @@
 // waits (plans then land whenever the daemon gets to them). With --hold it prints
 // `holding name=N` once its last step and acknowledgement are resolved, then waits for SIGTERM.
 // --pause-every N prints `paused step=S` after every Nth step and waits for SIGUSR1, so a test
-// can look at the daemon at known steps.
+// can look at the daemon at known steps. --pipeline polls every plan on the ring before it
+// applies any, then applies and acknowledges them newest first (plans of different sequences
+// in flight together, acknowledged out of order); the summary's max_in_flight says how many
+// plans it held unacknowledged at once.
 //
 // Prints one `summary key=value ...` line. Exit: 0 ok, 1 failed, 2 usage, 3 daemon unreachable,
 // 4 --backend cuda without a usable CUDA device or CUDA build ("no CUDA device: ..."),
@@ -55,7 +58,7 @@ struct Options {
   unsigned weight = 0;            // share of the node DDR budget; 0 = the daemon's default
   unsigned audit_every = 1;       // audit the KV every Nth step; 0 = never
   unsigned pause_every = 0;       // after every Nth step: print `paused step=S`, wait for SIGUSR1
-  bool hold = false, shadow = true, expect_exact = false, probe = false, free_running = false;
+  bool hold = false, shadow = true, expect_exact = false, probe = false, free_running = false, pipeline = false;
   kvtier_backend backend = KVTIER_BACKEND_CPU;
   kvtier_sequence_options tiering{};
   kvtier_staging_order order = KVTIER_STAGE_POSITION_ORDER;
@@ -76,6 +79,7 @@ bool parse(int argc, char** argv, Options& o) {
     if (arg == "--expect-exact") { o.expect_exact = true; continue; }
     if (arg == "--probe") { o.probe = true; continue; }
     if (arg == "--free-running") { o.free_running = true; continue; }
+    if (arg == "--pipeline") { o.pipeline = true; continue; }
     if (i + 1 >= argc) return false;
     const char* v = argv[++i];
     const auto u = [v] { return static_cast<unsigned>(std::strtoul(v, nullptr, 10)); };
@@ -133,7 +137,8 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fputs("usage: kvtier-workload [--socket PATH] [--name N] [--sequences K] [--prompt P] [--steps S]\n"
-               "  [--step-us U] [--hold] [--free-running] [--no-shadow] [--expect-exact] [--order position|compact]\n"
+               "  [--step-us U] [--hold] [--free-running] [--pipeline] [--no-shadow] [--expect-exact]\n"
+               "  [--order position|compact]\n"
                "  [--backend cpu|cuda] [--probe]\n"
                "  [--fail-every N] [--pool-tokens N] [--int8-pool-tokens N] [--weight W] [--audit-every N]\n"
                "  [--pause-every N]\n"
@@ -201,19 +206,30 @@ int main(int argc, char** argv) {
   };
   if ((st = settle()) != KVTIER_OK) return fail(client, "sync", st);
   unsigned plans_seen = 0, plans_rejected = 0;
+  std::size_t max_in_flight = 0;
+  std::vector<kvtier_plan> held;
   for (unsigned step = 0; step < o.steps && g_stop == 0; ++step) {
     kvtier_plan plan{};
-    while ((st = client.poll_plan(std::chrono::milliseconds(0), plan)) == KVTIER_OK) {
-      if (o.fail_every != 0 && ++plans_seen % o.fail_every == 0) {
-        // Report the plan as not applied: the daemon must keep the old placement.
-        if ((st = client.ack_plan(plan.epoch, false)) != KVTIER_OK) return fail(client, "ack", st);
-        ++plans_rejected;
-      } else {
-        auto* engine = engine_of(plan.sequence);
-        if (engine == nullptr) return fail(client, "plan for an unknown sequence", KVTIER_E_PROTOCOL);
-        if ((st = engine->apply(plan)) != KVTIER_OK) return fail(client, "apply", st);
+    for (;;) {
+      held.clear();
+      while ((o.pipeline || held.empty()) && (st = client.poll_plan(std::chrono::milliseconds(0), plan)) == KVTIER_OK) {
+        held.push_back(plan);
       }
-      if ((st = settle()) != KVTIER_OK) return fail(client, "sync", st);
+      if (held.empty()) break;
+      max_in_flight = std::max(max_in_flight, held.size());
+      for (auto it = held.rbegin(); it != held.rend(); ++it) {
+        kvtier_status done = KVTIER_OK;
+        if (o.fail_every != 0 && ++plans_seen % o.fail_every == 0) {
+          // Report the plan as not applied: the daemon must keep the old placement.
+          if ((done = client.ack_plan(it->epoch, false)) != KVTIER_OK) return fail(client, "ack", done);
+          ++plans_rejected;
+        } else {
+          auto* engine = engine_of(it->sequence);
+          if (engine == nullptr) return fail(client, "plan for an unknown sequence", KVTIER_E_PROTOCOL);
+          if ((done = engine->apply(*it)) != KVTIER_OK) return fail(client, "apply", done);
+        }
+      }
+      if (kvtier_status settled = settle(); settled != KVTIER_OK) return fail(client, "sync", settled);
     }
     if (st != KVTIER_E_TIMEOUT) return fail(client, "poll", st);
     for (auto& engine : engines) {
@@ -288,7 +304,7 @@ int main(int argc, char** argv) {
               "rows_restored_t2=%llu rows_t2_evicted=%llu t3_tokens=%llu audit_steps=%llu audit_rows=%llu audit_exact_mismatch=%llu "
               "audit_t2_rows=%llu audit_t2_max_abs_err=%.3g audit_t2_bound_violations=%llu audit_tier_mismatch=%llu "
               "lost_tokens=%llu backpressure_tokens=%llu backpressure_reason=%s daemon_losses=%llu reattachments=%llu "
-              "detached=%u reattach_refused=%u\n",
+              "detached=%u reattach_refused=%u max_in_flight=%zu\n",
               o.name.c_str(), o.sequences, o.steps, static_cast<unsigned long long>(total.plans),
               static_cast<unsigned long long>(total.plans_failed), plans_rejected,
               static_cast<unsigned long long>(total.rows_offloaded), static_cast<unsigned long long>(total.rows_restored),
@@ -306,7 +322,8 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(audit.tier_mismatch), static_cast<unsigned long long>(lost_tokens),
               static_cast<unsigned long long>(counters.backpressure_tokens), reason,
               static_cast<unsigned long long>(counters.daemon_losses),
-              static_cast<unsigned long long>(counters.reattachments), counters.detached, counters.reattach_refused);
+              static_cast<unsigned long long>(counters.reattachments), counters.detached, counters.reattach_refused,
+              max_in_flight);
   if (audit.exact_mismatch + audit.t2_bound_violations + audit.tier_mismatch + lost_tokens != 0) return 6;
   if (o.expect_exact && total.steps_identical != total.steps_compared) return 5;
   return 0;

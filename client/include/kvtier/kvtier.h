@@ -251,7 +251,10 @@ typedef struct kvtier_plan_move {
   uint32_t src_slot, dst_slot;
 } kvtier_plan_move;
 
-/* A differential plan for one sequence; moves are valid until the next kvtier_plan_poll. */
+/* A differential plan for one sequence. Several plans may be unacknowledged at once, each of
+ * another sequence (kvtierd's limits.plans_in_flight; a sequence's plans come one at a time, in
+ * order). moves stay valid until the plan is acknowledged and kvtier_plan_poll is called again,
+ * or until its sequence is closed. */
 typedef struct kvtier_plan {
   uint64_t epoch;
   uint32_t sequence;
@@ -264,8 +267,11 @@ typedef struct kvtier_plan {
 KVTIER_API kvtier_status kvtier_plan_poll(kvtier_client* client, int timeout_ms, kvtier_plan* out);
 
 /* Acknowledges a polled plan: applied != 0 after every move was executed (the daemon then frees
- * the source slots); applied == 0 when it could not be applied (the daemon rolls back and the
- * placement stays as before). Epochs are acknowledged in order. */
+ * the source slots); applied == 0 when it could not be applied (the daemon rolls back that plan
+ * and its sequence's placement stays as before). Each polled plan is acknowledged once, plans of
+ * different sequences in any order; KVTIER_E_INVALID_ARGUMENT for an epoch not polled or already
+ * acknowledged. A plan whose sequence was closed was rolled back at the close: its ack is
+ * accepted and goes nowhere. */
 KVTIER_API kvtier_status kvtier_plan_ack(kvtier_client* client, uint64_t epoch, int applied);
 
 /* Waits up to timeout_ms (0: look once, <0: forever) until kvtierd has consumed every score

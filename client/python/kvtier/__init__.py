@@ -63,6 +63,7 @@ from ._kvtier import (
     Status,
     Tier,
     Versions,
+    block_scores,
     default_socket_path,
     status_string,
 )
@@ -112,6 +113,7 @@ __all__ = [
     "Versions",
     "VersionMismatchError",
     "__version__",
+    "block_scores",
     "connect",
     "default_socket_path",
     "status_string",

@@ -654,6 +654,11 @@ class Client:
         Adopts an exported sequence; returns Adopted (the new sequence's id here, prompt_length, positions seen, exporter_pid). Then attach_cache for it; the next plan for it is the hand-off: moves from Tier.PEER into T0 (copied from the exporter's slot src_slot into hbm_slots[i]) and into T1 / T2 (already in this client's pool); execute_plan and ack_plan it. NotFoundError for an unknown, used or cancelled token; InvalidArgumentError for a different model geometry; LimitExceededError when the pools lack room; PermissionDeniedError for another user; UnavailableError when the exporter's buffer cannot be opened.
         """
 
+def block_scores(query: Annotated[NDArray[numpy.float32], dict(shape=(None, None, None), order='C', device='cpu', writable=False)], keys: Annotated[NDArray, dict(shape=(None, None, None, None), device='cpu')], block_table: Annotated[NDArray[numpy.int32], dict(shape=(None, None), order='C', device='cpu', writable=False)], seq_lens: Annotated[NDArray[numpy.int32], dict(shape=(None,), order='C', device='cpu', writable=False)], query_start: Annotated[NDArray[numpy.int32], dict(shape=(None,), order='C', device='cpu', writable=False)], scale: float, out: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu')]) -> None:
+    """
+    Per-block attention scores over a paged KV cache (kernels/include/kvtier/kernels/paged_scores.hpp): for each row r, softmax(scale * q . k) of each of its queries (query[query_start[r]:query_start[r+1]], [tokens, q_heads, head_dim] float32; query j sees the keys up to position seq_lens[r] - queries + j) over the keys of its blocks block_table[r] (int32) in `keys` [blocks, kv_heads, block_size, head_dim] (float32, bfloat16 or float16, any strides but unit in head_dim), averaged over query heads, summed over the row's queries and over each full block's keys into out[r, block] (float32 [rows, >= table width]; 0 past the full blocks). InvalidArgumentError for shapes, lengths or block ids that disagree.
+    """
+
 def status_string(status: Status) -> str:
     """The library's name of a status ("ok", "invalid_argument", ...)."""
 

@@ -9,5 +9,6 @@ namespace kvtier::python {
 void bind_enums(nanobind::module_& m);
 void bind_types(nanobind::module_& m);
 void bind_client(nanobind::module_& m);
+void bind_scores(nanobind::module_& m);
 
 }  // namespace kvtier::python

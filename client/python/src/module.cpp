@@ -42,6 +42,7 @@ NB_MODULE(_kvtier, m) {
   kvtier::python::bind_enums(m);
   kvtier::python::bind_types(m);
   kvtier::python::bind_client(m);
+  kvtier::python::bind_scores(m);
 
   m.def(
       "status_string", [](kvtier_status s) { return std::string(kvtier_status_string(s)); }, nb::arg("status"),

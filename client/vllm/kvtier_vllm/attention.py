@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import torch
 
+import kvtier
 from vllm import _custom_ops as ops
 from vllm import envs
 from vllm.v1.attention.backend import AttentionType
@@ -46,7 +46,7 @@ class KvtierCPUAttentionImpl(CPUAttentionBackendImpl):
                                      scheduler_metadata=self._scheduler_metadata(fs, attn_metadata, layer, query))
             whole = worker.cache.view(-1, worker.heads, worker.block_size, 2 * worker.head_size)
             super().forward(layer, query, key, value, whole, md, output)
-        self._score(worker, fs, l, query, table, seq_lens, attn_metadata.query_start_loc)
+        self._score(worker, fs, query, table, seq_lens, attn_metadata.query_start_loc)
         return output
 
     def _scheduler_metadata(self, fs, md, layer, query):
@@ -60,37 +60,26 @@ class KvtierCPUAttentionImpl(CPUAttentionBackendImpl):
                 dynamic_causal=md.dynamic_causal, kv_cache_dtype=self.kv_cache_dtype)
         return fs.scheduler_metadata
 
-    def _score(self, worker, fs, layer: int, query, table, seq_lens, query_start_loc) -> None:
-        bs, h, g = worker.block_size, self.num_kv_heads, self.num_queries_per_kv
-        for i, r in enumerate(fs.rows):
-            if r is None:
-                continue
-            n = int(seq_lens[i])
-            units = n // bs
-            if units == 0:
-                continue
-            q0, q1 = int(query_start_loc[i]), int(query_start_loc[i + 1])
-            blocks = table[i, :units].long()
-            keys = worker.cache[blocks, :, :bs].permute(1, 0, 2, 3).reshape(h, units * bs, self.head_size)
-            qs = query[q0:q1].float().view(q1 - q0, h, g, self.head_size).permute(1, 2, 0, 3).reshape(h, -1, self.head_size)
-            logits = self.scale * torch.matmul(qs, keys.float().transpose(1, 2))  # [h, g * q, keys]
-            nq = q1 - q0
-            if nq > 1:  # a prefill chunk: query j sits at n - nq + j and sees keys up to it
-                pos = torch.arange(n - nq, n).repeat(g)
-                logits = logits.masked_fill(torch.arange(units * bs)[None, None, :] > pos[None, :, None],
-                                            float("-inf"))
-            # The keys past the last full block take part in the softmax but are not tiered.
-            if n > units * bs:
-                tail_keys = worker.cache[table[i, units].long(), :, : n - units * bs]
-                tail = self.scale * torch.matmul(qs, tail_keys.float().transpose(1, 2))
-                if nq > 1:
-                    tail = tail.masked_fill(torch.arange(units * bs, n)[None, None, :] > pos[None, :, None],
-                                            float("-inf"))
-                logits = torch.cat([logits, tail], dim=-1)
-            probs = torch.softmax(logits, dim=-1)[..., : units * bs]
-            per_unit = probs.sum(dim=(0, 1)).view(units, bs).sum(-1) / (h * g)
-            visible = fs.visible[i] if fs.tiered and fs.visible[i] is not None else None
-            fs.add_scores(i, per_unit, visible)
+    def _score(self, worker, fs, query, table, seq_lens, query_start_loc) -> None:
+        """This layer's block scores of every row over the keys it attended (kvtier.block_scores:
+        vLLM's paged keys in place, one call for the batch), summed over the forward's layers;
+        after the last layer each row's sums go to its units and on to kvtierd."""
+        rows = len(fs.rows)
+        if fs.layer_scores is None:  # the table's width, the lengths and the queries are the same in every layer
+            fs.layer_scores = torch.empty(rows, table.shape[1], dtype=torch.float32)
+            fs.score_sums = torch.zeros(rows, table.shape[1], dtype=torch.float32)
+            fs.scored_units = (seq_lens[:rows] // worker.block_size).tolist()
+            fs.score_lens = seq_lens[:rows].to(torch.int32).contiguous()
+            fs.score_starts = query_start_loc[: rows + 1].to(torch.int32).contiguous()
+        kvtier.block_scores(query.view(query.shape[0], -1, self.head_size).float().contiguous(), worker.keys,
+                            table[:rows].to(torch.int32).contiguous(), fs.score_lens, fs.score_starts, self.scale,
+                            fs.layer_scores)
+        fs.score_sums += fs.layer_scores
         fs.layers_done += 1
-        if fs.layers_done == worker.num_layers:
-            fs.push()
+        if fs.layers_done < worker.num_layers:
+            return
+        for i, r in enumerate(fs.rows):
+            if r is not None and fs.scored_units[i]:
+                visible = fs.visible[i] if fs.tiered else None
+                fs.add_scores(i, fs.score_sums[i, : fs.scored_units[i]], visible)
+        fs.push()

@@ -64,6 +64,7 @@ class WorkerSide:
         self.plans_applied = 0
         self.bytes_moved = 0  # copied between vLLM's blocks and kvtierd's pool by plans and staging
         self.cache: torch.Tensor | None = None  # every layer's blocks, [layers * blocks, heads, 2 * bs, d]
+        self.keys: torch.Tensor | None = None
         self.layer_index: dict[str, int] = {}
         self.forward: ForwardState | None = None
 
@@ -84,6 +85,7 @@ class WorkerSide:
         self.head_size = two_d // 2
         self.cache = torch.empty(0, dtype=first.dtype).set_(
             first.untyped_storage(), first.storage_offset(), (len(names) * blocks, heads, 2 * bs, self.head_size))
+        self.keys = self.cache[:, :, :bs]  # every layer's keys in place, [layers * blocks, heads, bs, d]
         self.dtype = first.dtype
         self._connect()
 
@@ -238,6 +240,12 @@ class ForwardState:
                                            for i in range(md.seq_lens.shape[0])]
         self.scores = [None if r is None else torch.zeros(r.units(), dtype=torch.float32) for r in self.rows]
         self.layers_done = 0
+        # Block scores in table order, [rows, table width]: one layer's, and summed over the layers.
+        self.layer_scores: torch.Tensor | None = None
+        self.score_sums: torch.Tensor | None = None
+        self.scored_units: list[int] = []  # full blocks per row in the table
+        self.score_lens: torch.Tensor | None = None  # the rows' key counts and query starts, int32
+        self.score_starts: torch.Tensor | None = None
         self.tiered = any(r is not None and r.tiered() for r in self.rows)
         if not self.tiered:
             return
@@ -295,8 +303,8 @@ class ForwardState:
     # ---- scores ---------------------------------------------------------------------------------------
 
     def add_scores(self, row: int, per_unit: torch.Tensor, visible: np.ndarray | None) -> None:
-        """Adds one layer's scores of a row's visible full blocks (index i of `per_unit` is unit
-        visible[i]; past the known units, the units that follow)."""
+        """Adds the forward's scores of a row's visible full blocks, summed over the layers (index i
+        of `per_unit` is unit visible[i]; past the known units, the units that follow)."""
         r = self.rows[row]
         complete = r.tokens // self.worker.block_size
         if self.scores[row] is None or self.scores[row].numel() != complete:

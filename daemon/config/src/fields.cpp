@@ -107,7 +107,7 @@ std::string listen_rule(std::string_view text) {
 constexpr std::array<std::string_view, 5> kTables = {"daemon", "limits", "tiering", "pools", "metrics"};
 
 // clang-format off
-const std::array<FieldSpec, 34> kFields = {{
+const std::array<FieldSpec, 35> kFields = {{
   {.table = "daemon", .key = "runtime_dir",
    .help = "directory of the socket and lock file (systemd RuntimeDirectory=)",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.daemon.runtime_dir; },
@@ -155,6 +155,10 @@ const std::array<FieldSpec, 34> kFields = {{
    .help = "plan ring capacity in records (power of two)",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.limits.plan_ring_records; },
    .int_min = 16, .int_max = std::uint64_t{1} << 20, .int_rule = power_of_two_rule},
+  {.table = "limits", .key = "plans_in_flight",
+   .help = "plans of one client (each of another sequence) awaiting acknowledgement at once",
+   .bind = [](DaemonConfig& c) -> FieldRef { return &c.limits.plans_in_flight; },
+   .int_min = 1, .int_max = 64},
   {.table = "limits", .key = "hello_timeout_ms",
    .help = "milliseconds a new connection has to send Hello before it is closed",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.limits.hello_timeout_ms; },

@@ -6,11 +6,16 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 
 #include "budget.hpp"
 #include "kvtier/protocol/check.hpp"
 #include "kvtier/tier/cut_selector.hpp"
 #include "kvtier/tier/sequence_tiers.hpp"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace kvtier::tier {
 namespace {
@@ -36,15 +41,85 @@ struct ClassifyCounts {
   std::uint32_t held = 0;
 };
 
+// Which elements of a block keep their tier for certain, from their keys and tiers alone: a
+// non-candidate; a T0 candidate below none of the cuts (its key above the highest cut's, or equal
+// to it with the block starting at or after that cut's index); in the three-tier pass also a T1 candidate whose key lies strictly between the evict and T0 cut keys.
+// Such an element emits no move and evicts nothing, so a block made only of them is skipped
+// whole: in a steady state most of the range is. Keys compare as int32: every valid key is
+// below 2^31, and a threshold at or above it is clamped to INT32_MAX, which only makes a test
+// stricter (an element that fails goes through the full per-element pass).
+class KeepTest {
+ public:
+  static constexpr std::uint32_t kBlock = 16;
+
+  KeepTest(const ClassifyInput& in, bool int8) noexcept {
+    const auto composite = [](CutPoint c) { return CutPoint::composite(c.key, c.index); };
+    CutPoint top = composite(in.evict_cut) < composite(in.t0_cut) ? in.t0_cut : in.evict_cut;
+    if (int8 && composite(top) < composite(in.t2_cut)) top = in.t2_cut;
+    above_ = clamp(top.key);
+    // Equal keys rank by index; a clamped key matches no valid key, so it allows no tie.
+    tie_from_ = top.key <= 0x7FFFFFFFu ? top.index : kAboveAll;
+    t1_low_ = clamp(in.evict_cut.key);
+    t1_high_ = clamp(in.t0_cut.key);
+    for (std::uint32_t t = 0; t < 4; ++t) candidate_[t] = ((in.mask >> t) & 1u) != 0;
+  }
+
+  // True when every element of keys[0, kBlock) / tiers[0, kBlock) keeps its tier; `first` is the
+  // index of keys[0] in the range. The key tests run on 4 lanes of 32 bits, then pack to bytes
+  // to meet the tier tests, which run on all 16 tier bytes at once.
+  template <bool kAllCandidates, bool kInt8>
+  bool block(const float* keys, const Tier* tiers, std::uint32_t first) const noexcept {
+#if defined(__SSE2__)
+    const __m128i above = _mm_set1_epi32(above_);
+    const __m128i tie = first >= tie_from_ ? _mm_set1_epi32(-1) : _mm_setzero_si128();
+    const __m128i t1_low = _mm_set1_epi32(t1_low_);
+    const __m128i t1_high = _mm_set1_epi32(t1_high_);
+    __m128i not_below[4];
+    __m128i between[4];
+    for (std::uint32_t q = 0; q < 4; ++q) {
+      const __m128i k = _mm_castps_si128(_mm_loadu_ps(keys + 4 * q));
+      not_below[q] = _mm_or_si128(_mm_cmpgt_epi32(k, above), _mm_and_si128(tie, _mm_cmpeq_epi32(k, above)));
+      between[q] = _mm_and_si128(_mm_cmpgt_epi32(k, t1_low), _mm_cmpgt_epi32(t1_high, k));
+    }
+    const auto bytes = [](const __m128i* lanes) {
+      return _mm_packs_epi16(_mm_packs_epi32(lanes[0], lanes[1]), _mm_packs_epi32(lanes[2], lanes[3]));
+    };
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tiers));
+    __m128i keep = _mm_and_si128(_mm_cmpeq_epi8(t, _mm_setzero_si128()), bytes(not_below));
+    if constexpr (!kInt8) keep = _mm_or_si128(keep, _mm_and_si128(_mm_cmpeq_epi8(t, _mm_set1_epi8(1)), bytes(between)));
+    if constexpr (!kAllCandidates) {
+      for (std::uint32_t code = 0; code < 4; ++code) {
+        if (!candidate_[code]) keep = _mm_or_si128(keep, _mm_cmpeq_epi8(t, _mm_set1_epi8(static_cast<char>(code))));
+      }
+    }
+    return _mm_movemask_epi8(keep) == 0xFFFF;
+#else
+    (void)keys;
+    (void)tiers;
+    (void)first;
+    return false;
+#endif
+  }
+
+ private:
+  static std::int32_t clamp(std::uint32_t key) noexcept {
+    return static_cast<std::int32_t>(std::min<std::uint32_t>(key, 0x7FFFFFFFu));
+  }
+  std::int32_t above_ = 0, t1_low_ = 0, t1_high_ = 0;
+  std::uint32_t tie_from_ = kAboveAll;  // blocks from this index on tie with the highest cut
+  bool candidate_[4] = {};  // by tier code
+};
+
 // The classify-and-emit pass. Branch-free in the common case (cut points fall at random places
 // in score order, so branches would mispredict): every element is written at out[moves] and kept
 // only if its tier changed. kAllCandidates: every element of the range is a candidate (no mask
 // test). kHysteresis: apply the margin rule. kInt8: the T2 cut and the two T2 rules (see
-// sequence_tiers.hpp); off, the pass is exactly the three-tier one.
+// sequence_tiers.hpp); off, the pass is exactly the three-tier one. Without hysteresis, blocks
+// that KeepTest proves unchanged are skipped.
 template <bool kAllCandidates, bool kHysteresis, bool kInt8>
 ClassifyCounts classify(const ClassifyInput& in, TierMove* out) {
   ClassifyCounts counts;
-  for (std::uint32_t i = 0; i < in.size; ++i) {
+  const auto element = [&](std::uint32_t i) {
     const Tier old_tier = in.tiers[i];
     const auto old_code = static_cast<std::uint32_t>(old_tier);
     const std::uint32_t candidate = kAllCandidates ? 1u : (in.mask >> old_code) & 1u;
@@ -79,7 +154,16 @@ ClassifyCounts classify(const ClassifyInput& in, TierMove* out) {
     counts.evicted += evict;
     out[counts.moves] = TierMove{in.first + i, old_tier, static_cast<Tier>(new_code)};
     counts.moves += new_code != old_code ? 1u : 0u;
+  };
+  std::uint32_t i = 0;
+  if constexpr (!kHysteresis) {
+    const KeepTest keep(in, kInt8);
+    for (; i + KeepTest::kBlock <= in.size; i += KeepTest::kBlock) {
+      if (keep.block<kAllCandidates, kInt8>(in.scores + i, in.tiers + i, i)) continue;
+      for (std::uint32_t j = i; j < i + KeepTest::kBlock; ++j) element(j);
+    }
   }
+  for (; i < in.size; ++i) element(i);
   return counts;
 }
 

@@ -40,6 +40,7 @@ TEST(ConfigDefaults, MatchTheDocumentedValues) {
   EXPECT_EQ(c.limits.max_tokens_per_sequence, 1u << 20);
   EXPECT_EQ(c.limits.score_ring_records, 4096u);
   EXPECT_EQ(c.limits.plan_ring_records, 1024u);
+  EXPECT_EQ(c.limits.plans_in_flight, 16u);
   EXPECT_EQ(c.limits.hello_timeout_ms, 10000u);
   EXPECT_EQ(c.limits.max_pending_connections, 64u);
   EXPECT_EQ(c.limits.drain_timeout_ms, 2000u);
@@ -69,7 +70,7 @@ TEST(ConfigDefaults, ShippedFileSpellsOutEveryKey) {
   // Equality alone would pass with keys missing, since missing keys take their defaults.
   const std::set<std::string> all_keys = keys_of(toml::parse(to_toml(DaemonConfig{})));
   const std::set<std::string> shipped = keys_of(toml::parse_file(KVTIER_SHIPPED_CONFIG));
-  EXPECT_EQ(all_keys.size(), 34u);
+  EXPECT_EQ(all_keys.size(), 35u);
   EXPECT_EQ(shipped, all_keys);
 }
 

@@ -29,6 +29,7 @@ hello_timeout_ms = 250
 max_pending_connections = 3
 drain_timeout_ms = 500
 orphan_grace_ms = 1000
+plans_in_flight = 4
 
 [tiering]
 sink_tokens = 8
@@ -48,7 +49,7 @@ DaemonConfig every_field_changed() {
   DaemonConfig c;
   c.daemon = {"/run/kvtier-test", "/tmp/kvtier-test.sock", "kvt_1", "wheel", LogLevel::kDebug,
               false};
-  c.limits = {8, 16, std::uint64_t{2} << 30, 65536, 4096, 256, 64, 250, 3, 500, 1000};
+  c.limits = {8, 16, std::uint64_t{2} << 30, 65536, 4096, 256, 64, 250, 3, 500, 1000, 4};
   c.tiering = {8, 256, 32, 0.25, 0.1, 0.05, 0.99, EvictionMode::kPaperPrototype};
   c.pools.ddr_bytes_total = std::uint64_t{16} << 30;
   return c;

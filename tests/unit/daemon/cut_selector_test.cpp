@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -131,6 +132,43 @@ TEST(CutSelector, EqualScoresRankLowerIndexFirst) {
   selector.cuts({&rank, 1}, {&cut, 1});
   EXPECT_EQ(cut, (CutPoint{0, 4}));
   for (std::uint32_t i = 0; i < 10; ++i) EXPECT_EQ(cut.below(0, i), i < 4) << i;
+}
+
+// Keys that share a top-level bucket and differ only in their low 8 bits, only in their middle
+// bits, or not at all: every shortcut the refinement takes must give the sorted order's cut.
+TEST(CutSelector, BoundaryBucketsSharingDigitsCutLikeTheSort) {
+  std::mt19937_64 rng(13);
+  const std::uint32_t base = score_key(0.75f) & ~0x7FFFFu;  // bits 30..19 fixed: one bucket
+  const std::uint32_t varied_bits[] = {0x0u, 0xFFu, 0x7FF00u, 0x7FFFFu, 0x100u, 0x1u};
+  for (const std::uint32_t varied : varied_bits) {
+    std::vector<float> scores(3000);
+    std::uniform_int_distribution<std::uint32_t> bits;
+    for (float& x : scores) x = std::bit_cast<float>(base | (bits(rng) & varied));
+    std::vector<std::uint8_t> tiers(scores.size());
+    std::uniform_int_distribution<int> tier(0, 3);
+    for (auto& t : tiers) t = static_cast<std::uint8_t>(tier(rng));
+    CutSelector selector;
+    const std::uint32_t count = selector.count(scores, tiers, 0b0111);
+    std::uniform_int_distribution<std::uint32_t> pick(0, count - 1);
+    const std::uint32_t ranks[4] = {0, count - 1, pick(rng), pick(rng)};
+    CutPoint cuts[4];
+    selector.cuts(ranks, cuts);
+    for (int j = 0; j < 4; ++j) {
+      SCOPED_TRACE(testing::Message() << "varied bits " << varied << " rank " << ranks[j]);
+      EXPECT_EQ(cuts[j], reference_cut(scores, tiers, 0b0111, ranks[j]));
+    }
+  }
+}
+
+TEST(CutSelector, RepeatedRanksGetTheSameCut) {
+  std::mt19937_64 rng(17);
+  const std::vector<float> scores = make_scores(Shape::kFewDistinct, 4000, rng);
+  CutSelector selector;
+  ASSERT_EQ(selector.count(scores, {}, 0), 4000u);
+  const std::uint32_t ranks[5] = {1234, 4000, 1234, 4000, 7};
+  CutPoint cuts[5];
+  selector.cuts(ranks, cuts);
+  for (int j = 0; j < 5; ++j) EXPECT_EQ(cuts[j], reference_cut(scores, {}, 0, ranks[j])) << "rank " << ranks[j];
 }
 
 }  // namespace

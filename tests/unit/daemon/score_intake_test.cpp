@@ -46,10 +46,12 @@ class Book final : public ScoreIntake::Sequences {
   }
   Status step_ended(std::uint32_t id) override {
     ended.push_back(id);
+    if (freeze_on_step_end == id) entries.at(id).frozen = true;
     return {};
   }
 
   std::map<std::uint32_t, Entry> entries;
+  std::optional<std::uint32_t> freeze_on_step_end;  // as a channel exporting the sequence would
   std::vector<std::uint32_t> ended;
 };
 
@@ -92,6 +94,20 @@ TEST_F(ScoreIntakeTest, AttentionRecordsAddToTheSequencesScoresAtTheIntervalsLas
   EXPECT_FLOAT_EQ(tiers.score_of(3), 2.5f);
   EXPECT_EQ(intake_.records(), 3u);
   EXPECT_EQ(intake_.ignored(), 0u);
+}
+
+TEST_F(ScoreIntakeTest, RecordsAfterAStepEndSeeWhatTheChannelDidAtThatStepEnd) {
+  tier::SequenceTiers& tiers = book_.open(1, tier::PolicyKind::kPaper, 0, 2);
+  book_.freeze_on_step_end = 1;
+  push(record(1, shm::ScoreKind::kAttention, 0, {0.5f}));
+  push(record(1, shm::ScoreKind::kAttention, 1, {0.5f}));
+  push(step_end(1, 0));
+  push(record(1, shm::ScoreKind::kAttention, 0, {0.5f}));  // frozen by now: ignored
+  push(step_end(1, 1));
+  ASSERT_TRUE(intake_.drain(book_));
+  EXPECT_EQ(book_.ended, std::vector<std::uint32_t>{1});
+  EXPECT_EQ(intake_.ignored(), 2u);
+  EXPECT_EQ(tiers.length(), 0u);  // the interval never completed here
 }
 
 TEST_F(ScoreIntakeTest, IntervalSumsAddAtOnceAndRecentSumsReachRecentAttention) {

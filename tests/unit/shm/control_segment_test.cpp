@@ -85,7 +85,10 @@ TEST_F(ControlSegmentTest, ClientAndDaemonViewsShareBothRings) {
   ASSERT_TRUE(got) << got.error().message;
   ASSERT_EQ(*got, 1u);
   rings->plans.ack(plans[0].epoch);
-  EXPECT_EQ(daemon.plans.acked_epoch().value(), 1u);
+  std::array<PlanAck, 2> acks{};
+  ASSERT_EQ(daemon.plans.pop_acks(acks).value(), 1u);
+  EXPECT_EQ(acks[0].epoch, 1u);
+  EXPECT_EQ(acks[0].outcome, static_cast<std::uint32_t>(PlanOutcome::kApplied));
 }
 
 TEST_F(ControlSegmentTest, ClientRefusesAControlBlockWithAMovedRing) {

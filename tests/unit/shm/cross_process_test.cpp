@@ -108,7 +108,10 @@ TEST_F(CrossProcessTest, PlanWaitWakesOnPushFromAnotherProcess) {
   plan.flags = kPlanLast;
   ASSERT_TRUE(daemon.plans.push(plan));
   EXPECT_EQ(exit_status(child), 0);
-  EXPECT_EQ(daemon.plans.acked_epoch().value(), 1u);
+  std::array<PlanAck, 2> acks{};
+  ASSERT_EQ(daemon.plans.pop_acks(acks).value(), 1u);
+  EXPECT_EQ(acks[0].epoch, 1u);
+  EXPECT_EQ(acks[0].outcome, static_cast<std::uint32_t>(PlanOutcome::kApplied));
 }
 
 TEST_F(CrossProcessTest, PlanWaitTimesOutWhenNothingIsPushed) {

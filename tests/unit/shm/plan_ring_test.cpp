@@ -71,65 +71,104 @@ TEST_F(PlanRing, BackpressureNoticesAddUpAndKeepTheLatestReason) {
   EXPECT_EQ(consumer.backpressure().reason, static_cast<std::uint32_t>(BackpressureReason::kNodeBudget));
 }
 
-TEST_F(PlanRing, AckIsVisibleToTheDaemon) {
-  producer.push(make_plan(1, 0, true));
-  producer.push(make_plan(2, 1, true));
-  consumer.ack(2);
-  auto acked = producer.acked_epoch();
-  ASSERT_TRUE(acked) << acked.error().message;
-  EXPECT_EQ(*acked, 2u);
+// The daemon's view of every acknowledgement published so far.
+std::vector<PlanAck> pop_acks(PlanProducer& producer) {
+  std::vector<PlanAck> out(kPlanAckSlots);
+  auto popped = producer.pop_acks(out);
+  EXPECT_TRUE(popped) << popped.error().message;
+  out.resize(popped ? *popped : 0);
+  return out;
 }
 
-TEST_F(PlanRing, AckBeyondLastPublishedEpochIsRefused) {
+TEST_F(PlanRing, AcksReachTheDaemonInTheOrderTheClientPublishedThem) {
+  for (std::uint64_t e = 1; e <= 3; ++e) producer.push(make_plan(e, static_cast<std::uint32_t>(e), true));
+  EXPECT_EQ(consumer.ack(3), AckResult::kPushed);
+  EXPECT_EQ(consumer.fail(1), AckResult::kPushed);
+  EXPECT_EQ(consumer.ack(2), AckResult::kPushed);
+  const std::vector<PlanAck> acks = pop_acks(producer);
+  ASSERT_EQ(acks.size(), 3u);
+  EXPECT_EQ(acks[0].epoch, 3u);
+  EXPECT_EQ(acks[0].outcome, static_cast<std::uint32_t>(PlanOutcome::kApplied));
+  EXPECT_EQ(acks[1].epoch, 1u);
+  EXPECT_EQ(acks[1].outcome, static_cast<std::uint32_t>(PlanOutcome::kFailed));
+  EXPECT_EQ(acks[2].epoch, 2u);
+  EXPECT_TRUE(pop_acks(producer).empty());
+}
+
+TEST_F(PlanRing, AckOfAnEpochNeverPublishedIsRefused) {
   producer.push(make_plan(1, 0, true));
   producer.push(make_plan(2, 1, false));  // epoch 2 not complete yet
-  ring.header().consumer.acked_epoch.store(2);
-  auto acked = producer.acked_epoch();
-  ASSERT_FALSE(acked);
-  EXPECT_EQ(acked.error().code, Errc::kProtocol);
-  EXPECT_EQ(acked.error().message, "plan ring acked epoch 2 is beyond the last published epoch 1");
+  consumer.ack(2);
+  std::array<PlanAck, 4> out{};
+  auto popped = producer.pop_acks(out);
+  ASSERT_FALSE(popped);
+  EXPECT_EQ(popped.error().code, Errc::kProtocol);
+  EXPECT_EQ(popped.error().message, "plan ack 0 names epoch 2, never published (last published 1)");
 }
 
-TEST_F(PlanRing, AckGoingBackwardsIsRefused) {
-  for (std::uint64_t e = 1; e <= 3; ++e) producer.push(make_plan(e, 0, true));
-  consumer.ack(3);
-  ASSERT_TRUE(producer.acked_epoch());
-  ring.header().consumer.acked_epoch.store(1);
-  auto acked = producer.acked_epoch();
-  ASSERT_FALSE(acked);
-  EXPECT_EQ(acked.error().code, Errc::kProtocol);
-  EXPECT_EQ(acked.error().message, "plan ring acked epoch went backwards from 3 to 1");
-}
-
-TEST_F(PlanRing, FailedEpochIsValidatedLikeAcks) {
+TEST_F(PlanRing, AckOfEpochZeroIsRefused) {
   producer.push(make_plan(1, 0, true));
-  consumer.fail(1);
-  auto failed = producer.failed_epoch();
-  ASSERT_TRUE(failed);
-  EXPECT_EQ(*failed, 1u);
-  ring.header().consumer.failed_epoch.store(5);
-  failed = producer.failed_epoch();
-  ASSERT_FALSE(failed);
-  EXPECT_EQ(failed.error().message, "plan ring failed epoch 5 is beyond the last published epoch 1");
-  ring.header().consumer.failed_epoch.store(0);
-  failed = producer.failed_epoch();
-  ASSERT_FALSE(failed);
-  EXPECT_EQ(failed.error().message, "plan ring failed epoch went backwards from 1 to 0");
+  consumer.fail(0);
+  std::array<PlanAck, 4> out{};
+  auto popped = producer.pop_acks(out);
+  ASSERT_FALSE(popped);
+  EXPECT_EQ(popped.error().message, "plan ack 0 names epoch 0, never published (last published 1)");
+}
+
+TEST_F(PlanRing, AckWithAnUnknownOutcomeIsRefused) {
+  producer.push(make_plan(1, 0, true));
+  consumer.ack(1);
+  ring.header().acks[0].outcome = 7;
+  std::array<PlanAck, 4> out{};
+  auto popped = producer.pop_acks(out);
+  ASSERT_FALSE(popped);
+  EXPECT_EQ(popped.error().message, "plan ack 0 has outcome 7 (1 applied, 2 failed)");
+}
+
+TEST_F(PlanRing, AckCounterGoingBackwardsIsRefused) {
+  for (std::uint64_t e = 1; e <= 3; ++e) producer.push(make_plan(e, 0, true));
+  consumer.ack(1);
+  consumer.ack(2);
+  ASSERT_EQ(pop_acks(producer).size(), 2u);
+  ring.header().consumer.ack_write.store(1);
+  std::array<PlanAck, 4> out{};
+  auto popped = producer.pop_acks(out);
+  ASSERT_FALSE(popped);
+  EXPECT_EQ(popped.error().code, Errc::kProtocol);
+  EXPECT_EQ(popped.error().message, "plan ack ring write counter jumped backwards from 2 to 1");
+}
+
+TEST_F(PlanRing, AckCounterBeyondTheSlotsIsRefused) {
+  producer.push(make_plan(1, 0, true));
+  ring.header().consumer.ack_write.store(kPlanAckSlots + 1);
+  std::array<PlanAck, 4> out{};
+  auto popped = producer.pop_acks(out);
+  ASSERT_FALSE(popped);
+  EXPECT_EQ(popped.error().message, "plan ack ring write counter 65 is beyond capacity: read 0, capacity 64");
+}
+
+TEST_F(PlanRing, AcksBeyondTheFreeSlotsAreRefusedUntilTheDaemonReadsThem) {
+  producer.push(make_plan(1, 0, true));
+  for (std::uint32_t i = 0; i < kPlanAckSlots; ++i) ASSERT_EQ(consumer.ack(1), AckResult::kPushed);
+  EXPECT_EQ(consumer.ack(1), AckResult::kFull);
+  std::array<PlanAck, 1> one{};
+  ASSERT_TRUE(producer.pop_acks(one));
+  EXPECT_EQ(consumer.ack(1), AckResult::kPushed);
 }
 
 TEST_F(PlanRing, AckAfterDaemonAnnouncedSleepAsksForOneDoorbell) {
   producer.push(make_plan(1, 0, true));
   producer.push(make_plan(2, 1, true));
   ASSERT_TRUE(producer.announce_sleep());
-  EXPECT_TRUE(consumer.ack(1));
-  EXPECT_FALSE(consumer.ack(2));
+  EXPECT_EQ(consumer.ack(1), AckResult::kPushedWake);
+  EXPECT_EQ(consumer.ack(2), AckResult::kPushed);
 }
 
-TEST_F(PlanRing, DaemonDoesNotSleepOverAnUnseenAck) {
+TEST_F(PlanRing, DaemonDoesNotSleepOverAnUnreadAck) {
   producer.push(make_plan(1, 0, true));
   consumer.ack(1);
   EXPECT_FALSE(producer.announce_sleep());
-  ASSERT_TRUE(producer.acked_epoch());
+  ASSERT_EQ(pop_acks(producer).size(), 1u);
   EXPECT_TRUE(producer.announce_sleep());
 }
 

@@ -25,7 +25,7 @@
 
 namespace kvtier::shm {
 
-inline constexpr std::uint32_t kLayoutVersion = 5;
+inline constexpr std::uint32_t kLayoutVersion = 6;
 
 enum class SegmentKind : std::uint32_t { kControl = 1, kPool = 2, kInt8Pool = 3 };
 
@@ -114,6 +114,7 @@ constexpr std::uint64_t layout_fingerprint() {
   detail::Fnv1a f;
   f.add(kCacheLine).add(kScoresPerRecord).add(kMovesPerRecord).add(kPoolRowsOffset);
   f.add(kScoreKindCount);  // a new record kind changes what a reader must understand
+  f.add(kPlanAckSlots);
 
   f.add(sizeof(SegmentHeader)).add(alignof(SegmentHeader));
   f.add(offsetof(SegmentHeader, magic)).add(offsetof(SegmentHeader, layout_version));
@@ -139,10 +140,10 @@ constexpr std::uint64_t layout_fingerprint() {
   f.add(offsetof(PlanRingProducerLine, write)).add(offsetof(PlanRingProducerLine, wake));
   f.add(offsetof(PlanRingProducerLine, producer_waiting));
   f.add(offsetof(PlanRingProducerLine, backpressure_reason));
-  f.add(offsetof(PlanRingProducerLine, backpressure_tokens));
-  f.add(offsetof(PlanRingConsumerLine, read)).add(offsetof(PlanRingConsumerLine, acked_epoch));
-  f.add(offsetof(PlanRingConsumerLine, failed_epoch));
+  f.add(offsetof(PlanRingProducerLine, backpressure_tokens)).add(offsetof(PlanRingProducerLine, ack_read));
+  f.add(offsetof(PlanRingConsumerLine, read)).add(offsetof(PlanRingConsumerLine, ack_write));
   f.add(offsetof(PlanRingConsumerLine, consumer_waiting));
+  f.add(offsetof(PlanRingHeader, acks));
 
   f.add(sizeof(ScoreRecord)).add(alignof(ScoreRecord));
   f.add(offsetof(ScoreRecord, sequence)).add(offsetof(ScoreRecord, first_position));
@@ -158,6 +159,9 @@ constexpr std::uint64_t layout_fingerprint() {
   f.add(offsetof(PlanRecord, epoch)).add(offsetof(PlanRecord, sequence));
   f.add(offsetof(PlanRecord, move_count)).add(offsetof(PlanRecord, flags));
   f.add(offsetof(PlanRecord, moves));
+
+  f.add(sizeof(PlanAck)).add(alignof(PlanAck));
+  f.add(offsetof(PlanAck, epoch)).add(offsetof(PlanAck, outcome)).add(offsetof(PlanAck, reserved));
 
   f.add(sizeof(PoolGeometry)).add(alignof(PoolGeometry));
   f.add(offsetof(PoolGeometry, num_layers)).add(offsetof(PoolGeometry, num_kv_heads));

@@ -2,13 +2,15 @@
 // the client. Layout, index diagram and memory orders: ring_layout.hpp.
 //
 // A plan is one epoch, split over one or more PlanRecords; the last carries kPlanLast. The client
-// applies all of an epoch's records, then acknowledges it (acked_epoch, monotonic) or reports it
-// failed (failed_epoch). Wake-ups:
+// applies all of an epoch's records, then pushes one PlanAck for it (applied or failed) onto the
+// acknowledgement slots in the ring's header (ring_layout.hpp). Several plans (of different
+// sequences) may be in flight at once and be acknowledged in any order; which epochs may be
+// acknowledged is the daemon's bookkeeping (daemon/src/plan_outbox.hpp). Wake-ups:
 //   daemon -> client: the client waits with a bounded spin, then a (non-private, cross-process)
 //     futex on the producer line's `wake` word; a push that finds consumer_waiting set bumps
 //     `wake` and calls FUTEX_WAKE.
 //   client -> daemon: the daemon sleeps on the client's eventfd doorbell (shared with the score
-//     ring); ack()/fail() return true when the daemon announced sleep (producer_waiting), so the
+//     ring); ack()/fail() return kPushedWake when the daemon announced sleep (producer_waiting), so the
 //     client rings it. One flag per ring, not one per segment, keeps each ring self-contained.
 //
 // Thread-safety: one thread per view at a time; one producer and one consumer view per ring.
@@ -46,8 +48,8 @@ class PlanProducer {
   // `ring`: the ring's bytes (PlanRingHeader + slots), 64-byte aligned, at least
   // plan_ring_bytes(capacity). Precondition: is_valid_ring_capacity(capacity).
   // Resumes from shared memory (a fresh ring is all zeros). On an adopted ring the last
-  // published epoch is taken as max(acked, failed, epoch of the newest record) — all
-  // client-writable, so a lying client can only confuse its own session.
+  // published epoch is taken as the epoch of the newest record — client-writable, so a lying
+  // client can only confuse its own session.
   PlanProducer(std::span<std::byte> ring, std::uint32_t capacity) noexcept;
 
   // Never blocks: returns false when the ring is full (a client that corrupts its read counter
@@ -56,13 +58,14 @@ class PlanProducer {
   // last one published.
   bool push(const PlanRecord& record) noexcept;
 
-  // Validated reads of the client-written acknowledgement counters. kProtocol when the value
-  // went backwards or is beyond published_epoch().
-  Result<std::uint64_t> acked_epoch();
-  Result<std::uint64_t> failed_epoch();
+  // Copies up to out.size() acknowledgements out (oldest first), validates the copies, frees
+  // their slots. kProtocol when ack_write moved backwards or more than kPlanAckSlots ahead, or
+  // an ack names epoch 0, an epoch beyond published_epoch() or an outcome that is no
+  // PlanOutcome. Whether the epoch is in flight is the caller's to check.
+  Result<std::size_t> pop_acks(std::span<PlanAck> out);
 
-  // Sets producer_waiting, then re-checks the ack counters. Returns true when the caller may
-  // sleep on the doorbell; false (flag cleared) when an ack or failure is unseen.
+  // Sets producer_waiting, then re-checks ack_write. Returns true when the caller may sleep on
+  // the doorbell; false (flag cleared) when an acknowledgement is unread.
   bool announce_sleep() noexcept;
   void cancel_sleep() noexcept;
 
@@ -84,8 +87,14 @@ class PlanProducer {
   std::uint64_t read_cache_;
   std::uint64_t published_epoch_ = 0;
   std::uint64_t open_epoch_ = 0;  // epoch with records pushed but no kPlanLast yet; 0 = none
-  std::uint64_t last_acked_;
-  std::uint64_t last_failed_;
+  std::uint64_t ack_read_;        // acknowledgements consumed
+  std::uint64_t last_ack_write_;  // the client's ack_write as last seen
+};
+
+enum class AckResult {
+  kPushed,      // published
+  kPushedWake,  // published, and the daemon was asleep: ring the doorbell
+  kFull,        // no free acknowledgement slot (the daemon has more plans out than kPlanAckSlots)
 };
 
 class PlanConsumer {
@@ -102,11 +111,10 @@ class PlanConsumer {
   // futex sleep.
   bool wait(std::chrono::nanoseconds timeout) noexcept;
 
-  // Publish that `epoch` was applied completely / could not be applied. Precondition: epochs
-  // passed to each are non-decreasing. Returns true when the daemon is asleep and the caller
-  // should ring the doorbell.
-  bool ack(std::uint64_t epoch) noexcept;
-  bool fail(std::uint64_t epoch) noexcept;
+  // Publish that `epoch` was applied completely / could not be applied: one PlanAck each, in
+  // the order called. Never blocks (kFull: nothing was published).
+  AckResult ack(std::uint64_t epoch) noexcept;
+  AckResult fail(std::uint64_t epoch) noexcept;
 
   struct Backpressure {
     std::uint64_t tokens = 0;
@@ -122,12 +130,15 @@ class PlanConsumer {
 
  private:
   bool pending() const noexcept;
+  AckResult push_ack(std::uint64_t epoch, PlanOutcome outcome) noexcept;
 
   PlanRingHeader* header_;
   const PlanRecord* slots_;
   std::uint32_t capacity_;
   std::uint64_t read_;
   std::uint64_t last_write_;
+  std::uint64_t ack_write_;       // acknowledgements published
+  std::uint64_t ack_read_cache_;  // the daemon's ack_read as last seen
   int spin_budget_ = kPlanSpinIterations;  // this view's own, never in shared memory
   int waits_since_probe_ = 0;
 };

@@ -1,6 +1,7 @@
 // Fixed-size records carried by the per-client rings in the control segment (see LAYOUT.md).
 //
-// ScoreRecord travels client -> daemon (score ring); PlanRecord daemon -> client (plan ring).
+// ScoreRecord travels client -> daemon (score ring); PlanRecord daemon -> client (plan ring);
+// PlanAck client -> daemon (the plan ring's acknowledgement slots).
 // Both are plain trivially copyable values: a ring slot is copied out of shared memory into one
 // of these before anything looks at it. Thread-safety: plain values.
 #pragma once
@@ -78,11 +79,26 @@ inline constexpr std::uint16_t kMovesPerRecord =
 // A slice of the plan for one epoch. A plan may span several records with the same epoch; the
 // last one carries kPlanLast. The client acknowledges the epoch once it applied all of them.
 struct PlanRecord {
-  std::uint64_t epoch;  // >= 1, non-decreasing along the ring
+  std::uint64_t epoch;  // >= 1, non-decreasing along the ring; one plan (one sequence) per epoch
   std::uint32_t sequence;
   std::uint16_t move_count;  // <= kMovesPerRecord (the client checks)
   std::uint16_t flags;       // kPlanLast
   PlanMove moves[kMovesPerRecord];
+};
+
+// How the client resolved a plan (PlanAck::outcome). The daemon refuses any other value.
+// Values travel in shared memory: never renumber.
+enum class PlanOutcome : std::uint32_t {
+  kApplied = 1,  // every move executed: the daemon commits the plan
+  kFailed = 2,   // not applied: the daemon rolls back that plan's moves only
+};
+
+// The client's resolution of one plan (one epoch), in the order the client resolved them,
+// which may differ from the order the plans were published (plans of different sequences).
+struct PlanAck {
+  std::uint64_t epoch;
+  std::uint32_t outcome;   // PlanOutcome
+  std::uint32_t reserved;  // 0
 };
 
 static_assert(sizeof(ScoreRecord) == 256 && alignof(ScoreRecord) == 4);
@@ -92,5 +108,7 @@ static_assert(sizeof(PlanRecord) == kPlanRecordBytes && alignof(PlanRecord) == 8
 static_assert(std::is_standard_layout_v<ScoreRecord> && std::is_trivially_copyable_v<ScoreRecord>);
 static_assert(std::is_standard_layout_v<PlanMove> && std::is_trivially_copyable_v<PlanMove>);
 static_assert(std::is_standard_layout_v<PlanRecord> && std::is_trivially_copyable_v<PlanRecord>);
+static_assert(sizeof(PlanAck) == 16 && alignof(PlanAck) == 8);
+static_assert(std::is_standard_layout_v<PlanAck> && std::is_trivially_copyable_v<PlanAck>);
 
 }  // namespace kvtier::shm

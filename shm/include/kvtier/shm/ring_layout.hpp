@@ -68,6 +68,20 @@ struct ScoreRingHeader {
 };
 
 // --- Plan ring: daemon produces, client consumes and acknowledges. ---------------------------
+//
+// The client's acknowledgements travel back on a second SPSC ring inside the plan ring's header
+// (client produces at ack_write, daemon consumes at ack_read), kPlanAckSlots PlanAcks inline:
+//
+//     +-------------------------+  0     producer line: write, wake, ..., ack_read  (daemon)
+//     +-------------------------+  64    consumer line: read, ack_write, ...        (client)
+//     +-------------------------+  128   acks[ack & (kPlanAckSlots - 1)]            (client)
+//     +-------------------------+  128 + 16 kPlanAckSlots: plan slots
+//
+// Same counter rules and memory orders as the rings above (ack_read <= ack_write <= ack_read +
+// kPlanAckSlots). The daemon keeps at most kPlanAckSlots plans in flight per client (its window,
+// limits.plans_in_flight, is at most that), and each plan gets exactly one ack, so an honest
+// client always finds room.
+inline constexpr std::uint32_t kPlanAckSlots = 64;
 
 struct alignas(kCacheLine) PlanRingProducerLine {  // written by the daemon
   std::atomic<std::uint64_t> write;  // records published
@@ -81,12 +95,12 @@ struct alignas(kCacheLine) PlanRingProducerLine {  // written by the daemon
   // (a BackpressureReason). Written before the plan that carries the decision's other moves.
   std::atomic<std::uint32_t> backpressure_reason;
   std::atomic<std::uint64_t> backpressure_tokens;
+  std::atomic<std::uint64_t> ack_read;  // acknowledgements consumed
 };
 
 struct alignas(kCacheLine) PlanRingConsumerLine {  // written by the client
-  std::atomic<std::uint64_t> read;          // records consumed
-  std::atomic<std::uint64_t> acked_epoch;   // highest epoch applied completely; monotonic
-  std::atomic<std::uint64_t> failed_epoch;  // highest epoch the client could not apply; 0 = none
+  std::atomic<std::uint64_t> read;       // records consumed
+  std::atomic<std::uint64_t> ack_write;  // acknowledgements published
   std::atomic<std::uint32_t> consumer_waiting;  // 1 while the client sleeps on `wake`
   std::uint32_t reserved;
 };
@@ -94,6 +108,7 @@ struct alignas(kCacheLine) PlanRingConsumerLine {  // written by the client
 struct PlanRingHeader {
   PlanRingProducerLine producer;
   PlanRingConsumerLine consumer;
+  PlanAck acks[kPlanAckSlots];  // written by the client
 };
 
 constexpr bool is_valid_ring_capacity(std::uint64_t capacity) noexcept {
@@ -112,7 +127,9 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<std::uint32_t>) == 4, "futex needs a plain 32-bit word");
 static_assert(sizeof(ScoreRingHeader) == 2 * kCacheLine && alignof(ScoreRingHeader) == kCacheLine);
-static_assert(sizeof(PlanRingHeader) == 2 * kCacheLine && alignof(PlanRingHeader) == kCacheLine);
+static_assert(sizeof(PlanRingHeader) == 2 * kCacheLine + kPlanAckSlots * sizeof(PlanAck) &&
+              alignof(PlanRingHeader) == kCacheLine);
+static_assert(is_valid_ring_capacity(kPlanAckSlots) && sizeof(PlanRingHeader) % kCacheLine == 0);
 static_assert(std::is_standard_layout_v<ScoreRingHeader> && std::is_standard_layout_v<PlanRingHeader>);
 static_assert(sizeof(ScoreRecord) % kCacheLine == 0 && sizeof(PlanRecord) % kCacheLine == 0,
               "slots stay cache-line aligned");

@@ -73,6 +73,7 @@ struct LimitsSection {
   std::uint32_t max_pending_connections = 64;  // connections not past Hello at once
   std::uint32_t drain_timeout_ms = 2000;   // SIGTERM: how long to wait for outstanding acks
   std::uint32_t orphan_grace_ms = 30000;   // a predecessor's pool waits this long for its client
+  std::uint32_t plans_in_flight = 16;      // per client, each of another sequence; 1..64 (shm::kPlanAckSlots)
 
   bool operator==(const LimitsSection&) const = default;
 };

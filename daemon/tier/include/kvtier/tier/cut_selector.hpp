@@ -11,9 +11,10 @@
 // Cost: count() is one streaming pass (12-bit histogram over bits 30..19, four interleaved
 // sub-histograms so runs of equal buckets do not serialize). cuts() is one more pass that gathers
 // (key, index) of the boundary bucket(s) in index order, then two small histograms (bits 18..8,
-// 7..0) and one scan over the gathered elements only. No sort, no allocation proportional to N
-// except the gathered boundary buckets (all of N only when every score falls in one 1/16-octave
-// bucket).
+// 7..0) and one scan over the gathered elements only; a histogram whose digit all of a bucket's
+// elements share is skipped, a bucket of equal keys needs neither, and equal ranks are refined
+// once. No sort, no allocation proportional to N except the gathered boundary buckets (all of N
+// only when every score falls in one 1/16-octave bucket).
 //
 // Thread-safety: none; one selector per decision.
 #pragma once
@@ -67,6 +68,10 @@ class CutSelector {
   static constexpr std::uint32_t kTopBits = 12;
   static constexpr std::uint32_t kTopShift = 19;  // bits 30..19 (bit 31 is the sign, always 0)
   static constexpr std::uint32_t kBuckets = 1u << kTopBits;
+
+  // cuts()' gather pass when every cut falls in `bucket`: its included elements' composites into
+  // items (in index order), with the AND and the OR of their keys.
+  void gather_one(std::uint32_t bucket, std::uint64_t* items, std::uint32_t& all_keys, std::uint32_t& any_key) const;
 
   std::vector<std::uint32_t> histogram_;  // kBuckets counts (after count())
   std::span<const float> scores_;

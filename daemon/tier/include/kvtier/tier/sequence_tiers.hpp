@@ -27,7 +27,8 @@
 //   they are evicted/demoted first. The lowest n_evict go to T3, the top n_hbm of the survivors
 //   to T0, of the rest the lowest n_t2 (int8 budget; 0 unless enabled) to T2 and the others to
 //   T1. Cut points come from CutSelector (radix select, no sort): three streaming passes over
-//   the managed range (histogram, boundary gather, classify + emit).
+//   the managed range (histogram, boundary gather, classify + emit; classify skips blocks of 16
+//   tokens that provably keep their tier).
 // T2 rules (they override the split; the plain split is what Decision's budgets describe):
 //   (a) T2 is reached only from T1: the daemon quantizes T1 rows it owns and cannot read HBM, so
 //       a token now in T0 that the split puts in T2 goes to T1 (a later decision may demote it
