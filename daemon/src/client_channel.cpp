@@ -202,8 +202,15 @@ void ClientChannel::service() {
 }
 
 void ClientChannel::arm_doorbell() {
-  doorbell_.async_wait(asio::posix::stream_descriptor::wait_read, [this](std::error_code ec) {
-    if (ec) return;  // cancelled: the channel may already be gone, touch nothing
+  // One wait at a time (every service() ends here): a ring completes every wait on the eventfd at
+  // once, and those asio has already completed still run after the channel is destroyed.
+  if (doorbell_armed_) return;
+  doorbell_armed_ = true;
+  doorbell_.async_wait(asio::posix::stream_descriptor::wait_read,
+                       [this, alive = std::weak_ptr<const bool>(alive_)](std::error_code ec) {
+    // cancel() cannot recall a wait that already completed: check the channel is still here.
+    if (ec || alive.expired()) return;
+    doorbell_armed_ = false;
     std::uint64_t count = 0;
     [[maybe_unused]] const ssize_t n = ::read(doorbell_.native_handle(), &count, sizeof(count));
     intake_.cancel_sleep();

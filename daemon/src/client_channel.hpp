@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
@@ -231,6 +232,8 @@ class ClientChannel final : public BudgetMember, private ScoreIntake::Sequences 
   std::uint64_t int8_bytes_per_token_ = 0;
   bool failed_ = false;
   bool draining_ = false;
+  bool doorbell_armed_ = false;                                      // a doorbell wait is pending
+  std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);  // expires with the channel
 };
 
 }  // namespace kvtier::daemon

@@ -63,6 +63,8 @@ void DataPlane::attach(std::uint32_t client_id, shm::Segment control, const shm:
           handoff_resolved(origin, std::move(returned));
         },
         [this](Event event) { report_event(std::move(event)); });
+    // Attached after drain() began (registered while the daemon stops): its pool stays too.
+    if (draining_) channels_[client_id]->drain();
   });
 }
 
@@ -90,6 +92,7 @@ void DataPlane::restore(std::uint32_t client_id, PoolSetup pools, std::vector<Re
 
 void DataPlane::drain(std::chrono::milliseconds timeout, std::function<void(std::size_t)> done) {
   post([this, timeout, done = std::move(done)] {
+    draining_ = true;
     for (auto& [id, channel] : channels_) channel->drain();
     drain_timer_ = std::make_unique<asio::steady_timer>(io_);
     drain_round(std::chrono::steady_clock::now() + timeout, done);

@@ -185,6 +185,7 @@ class DataPlane {
   NodeBudget budget_;  // node-wide DDR accounting; every channel is a member (so declared first)
   std::map<std::uint32_t, std::unique_ptr<ClientChannel>> channels_;
   std::unique_ptr<asio::steady_timer> drain_timer_;  // on io_, while draining
+  bool draining_ = false;                             // drain() began: no plans, pools kept
   std::jthread thread_;
 };
 

@@ -1,9 +1,13 @@
 // ClientChannel (daemon/src/client_channel.hpp): decisions, acks, failures, closes and relief,
-// one plan at a time. Fixture: client_channel_fixture.hpp.
+// one plan at a time, and the doorbell. Fixture: client_channel_fixture.hpp.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
+
+#include <asio/post.hpp>
 
 #include "client_channel_fixture.hpp"
 
@@ -133,6 +137,25 @@ TEST_F(ClientChannelTest, ReliefTheNodeBudgetAsksForGoesOutBeforeAnOwedDecision)
   EXPECT_EQ(sequence(s, 1)->tokens_t2, 4u);
   EXPECT_EQ(s.ddr_bytes_used, 2 * row_bytes_);
   EXPECT_FALSE(channel_->relief_pending());
+  EXPECT_TRUE(errors_.empty());
+}
+
+// The DataPlane services a channel from several places (a close, relief, the drain's polling
+// while kvtierd stops), each service() ending with the doorbell armed. A ring just before the
+// channel goes must run nothing of it afterwards: kvtierd died of SIGSEGV stopping while a client
+// rang, a second wait's handler writing to the unmapped control segment.
+TEST_F(ClientChannelTest, ADoorbellRungJustBeforeTheChannelGoesRunsNothingOfItAfterwards) {
+  start();
+  channel_->open_sequence(1, 0, every_step(), 0);
+  channel_->service();
+  channel_->service();
+  const std::uint64_t one = 1;
+  ASSERT_EQ(::write(doorbell_.get(), &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
+  // The ring is served, then the channel goes (DataPlane::detach), then whatever the ring left.
+  asio::post(io_, [this] { asio::post(io_, [this] { channel_.reset(); }); });
+  io_.restart();
+  io_.poll();
+  EXPECT_EQ(channel_, nullptr);
   EXPECT_TRUE(errors_.empty());
 }
 
