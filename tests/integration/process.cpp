@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -127,7 +129,13 @@ std::filesystem::path DaemonUnderTest::log_path() const {
 DaemonUnderTest::~DaemonUnderTest() {
   if (process_ && process_->running()) {
     process_->signal(SIGTERM);
-    if (!process_->wait(std::chrono::seconds(10))) process_->signal(SIGKILL);
+    // A kvtierd a test leaves running must stop cleanly too (a crash while stopping would pass
+    // unseen otherwise); one still draining after the stuck bound is killed.
+    if (const std::optional<int> code = process_->wait(std::chrono::seconds(10))) {
+      EXPECT_EQ(*code, 0) << "kvtierd exited " << *code << " on SIGTERM; its log:\n" << log();
+    } else {
+      process_->signal(SIGKILL);
+    }
   }
   process_.reset();
   // A stopped daemon leaves its clients' pools for a successor: this test has none.
