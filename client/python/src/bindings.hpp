@@ -10,5 +10,6 @@ void bind_enums(nanobind::module_& m);
 void bind_types(nanobind::module_& m);
 void bind_client(nanobind::module_& m);
 void bind_scores(nanobind::module_& m);
+void bind_rows(nanobind::module_& m);
 
 }  // namespace kvtier::python

@@ -43,6 +43,7 @@ NB_MODULE(_kvtier, m) {
   kvtier::python::bind_types(m);
   kvtier::python::bind_client(m);
   kvtier::python::bind_scores(m);
+  kvtier::python::bind_rows(m);
 
   m.def(
       "status_string", [](kvtier_status s) { return std::string(kvtier_status_string(s)); }, nb::arg("status"),

@@ -13,6 +13,7 @@ from transformers.cache_utils import Cache
 
 from .._kvtier import Client, EvictionMode, Feature, Policy
 from .._slots import T0, T3, SlotMap
+from .assemble import copy_rows
 from .attention import implementation_for
 from .clients import PlanRouter, geometry, shared_router
 from .hooks import install_hooks, plan_handler, remove_hooks
@@ -47,6 +48,16 @@ class TieredCacheStats:
     storage_growths: int = 0
     bytes_moved: int = 0  # between host pools and the model's tensors: plan copies + staging
     decode_steps: int = 0
+
+
+def _place(dsts: tuple[torch.Tensor, ...], srcs: tuple[torch.Tensor, ...], src_rows, dst_rows) -> None:
+    """dst[:, dst_rows] = src[:, src_rows] (all of src when src_rows is None) for each pair of
+    [heads, rows, dim] tensors."""
+    if dsts[0].device.type == "cpu":
+        copy_rows(dsts, srcs, src_rows, dst_rows)
+        return
+    for dst, src in zip(dsts, srcs):
+        dst.index_copy_(1, dst_rows, src if src_rows is None else src.index_select(1, src_rows))
 
 
 class TieredCache(Cache):
@@ -226,10 +237,14 @@ class TieredCache(Cache):
             f["rows"].append({
                 "b": b, "row": row, "cols": slice(q - n, q),
                 "new_slots": torch.as_tensor(new_slots, device=device),
-                "t0_keys": torch.as_tensor(row.pad + t0, device=device),
-                "t0_slots": torch.as_tensor(row.slots.slot_of[t0], device=device),
-                "host": host, "first_new": first,
+                "t0_keys": (row.pad + t0).astype(np.int64, copy=False), "t0_slots": row.slots.slot_of[t0],
+                "host": host, "host_keys": (row.pad + host).astype(np.int64, copy=False),
+                "host_rows": np.arange(len(host), dtype=np.int64), "first_new": first,
             })
+            if device.type != "cpu":  # torch's index ops, on the engine's stream
+                for name in ("t0_keys", "t0_slots", "host_keys"):
+                    f["rows"][-1][name] = torch.as_tensor(f["rows"][-1][name], device=device)
+                f["rows"][-1]["host_rows"] = None
         self._length += q
         dead = None
         if not prefill:
@@ -264,16 +279,13 @@ class TieredCache(Cache):
         values = fill(shape, dtype=key_states.dtype, device=key_states.device)
         for r in f["rows"]:
             b, row = r["b"], r["row"]
-            keys[b].index_copy_(1, r["t0_keys"], store.k[layer][b].index_select(1, r["t0_slots"]))
-            values[b].index_copy_(1, r["t0_keys"], store.v[layer][b].index_select(1, r["t0_slots"]))
+            _place((keys[b], values[b]), (store.k[layer][b], store.v[layer][b]), r["t0_slots"], r["t0_keys"])
             staged = row.staged(layer, self.num_layers, (self.num_kv_heads, self.head_dim))
             if staged is not None:
                 k, v, positions = staged
                 if not np.array_equal(positions, r["host"]):
                     raise RuntimeError("staged host positions differ from the cache's T1/T2 set")
-                at = torch.as_tensor(row.pad + r["host"], device=keys.device)
-                keys[b].index_copy_(1, at, k)
-                values[b].index_copy_(1, at, v)
+                _place((keys[b], values[b]), (k, v), r["host_rows"], r["host_keys"])
                 row.counts.bytes_moved += 2 * k.numel() * k.element_size()
         f["transient"] = max(f["transient"], 2 * keys.untyped_storage().nbytes())
         return keys, values

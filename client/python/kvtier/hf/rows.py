@@ -40,6 +40,9 @@ class Row:
     counts: RowCounts = field(default_factory=RowCounts)
     step: int = 0  # next decode step
     _buffers: list[torch.Tensor] = field(default_factory=list)
+    # What stage_prefetch is given: the buffers, or on the CPU byte views of them as NumPy arrays
+    # (handed over without torch's DLPack export, which cost more than staging a short layer).
+    _targets: list = field(default_factory=list)
     _staged: int = 0  # rows a stage returns this forward
 
     @property
@@ -52,6 +55,7 @@ class Row:
         self.sequence = None
         self.slots.close()
         self._buffers.clear()
+        self._targets.clear()
 
     # ---- plans -----------------------------------------------------------------------------
 
@@ -102,7 +106,8 @@ class Row:
             # when asked, so one buffer, refilled once the layer before was read, is as fast.
             count = 2 if device.type == "cuda" else 1
             self._buffers = [torch.empty(nbytes // es, dtype=dtype, device=device) for _ in range(count)]
-        client.stage_prefetch(self.sequence, 0, self._buffers[0], StagingOrder.POSITION_ORDER)
+            self._targets = [b.view(torch.uint8).numpy() if device.type == "cpu" else b for b in self._buffers]
+        client.stage_prefetch(self.sequence, 0, self._targets[0], StagingOrder.POSITION_ORDER)
 
     def staged(self, layer: int, layers: int, shape: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor,
                                                                             np.ndarray] | None:
@@ -113,10 +118,10 @@ class Row:
         client = self.router.client
         double = len(self._buffers) == 2
         if double and layer + 1 < layers:
-            client.stage_prefetch(self.sequence, layer + 1, self._buffers[(layer + 1) % 2],
+            client.stage_prefetch(self.sequence, layer + 1, self._targets[(layer + 1) % 2],
                                   StagingOrder.POSITION_ORDER)
         elif not double and layer > 0:  # the previous layer's rows were read: refill the buffer
-            client.stage_prefetch(self.sequence, layer, self._buffers[0], StagingOrder.POSITION_ORDER)
+            client.stage_prefetch(self.sequence, layer, self._targets[0], StagingOrder.POSITION_ORDER)
         got = client.stage_wait(self.sequence, layer)
         buffer = self._buffers[layer % len(self._buffers)]
         es, n = buffer.element_size(), got.rows * shape[0] * shape[1]
