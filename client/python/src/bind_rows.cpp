@@ -4,11 +4,13 @@
 // kvtier.InvalidArgumentError and copy nothing.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bindings.hpp"
@@ -23,15 +25,16 @@ namespace {
 
 using Rows = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
-kernels::HeadRows view(std::uintptr_t base, std::size_t rows, std::size_t token_stride, std::size_t head_stride) {
-  return {reinterpret_cast<std::byte*>(base), rows, token_stride, head_stride};
+// (address, token stride, head stride), bytes.
+using View = std::tuple<std::uintptr_t, std::size_t, std::size_t>;
+
+kernels::HeadRows head_rows(const View& v, std::size_t rows) {
+  return {reinterpret_cast<std::byte*>(std::get<0>(v)), rows, std::get<1>(v), std::get<2>(v)};
 }
 
-// One call per (dst, src) pair of addresses; the pairs share geometry (a layer's K and V).
-void copy_rows(const std::vector<std::uintptr_t>& dst, std::size_t dst_rows, std::size_t dst_token_stride,
-               std::size_t dst_head_stride, const std::vector<std::uintptr_t>& src, std::size_t src_rows,
-               std::size_t src_token_stride, std::size_t src_head_stride, std::size_t heads, std::size_t row_bytes,
-               const Rows& from, const Rows& to) {
+// One kernel call per (dst[i], src[i]) pair (a layer's K and V), stopping at the first error.
+void copy_rows(const std::vector<View>& dst, std::size_t dst_rows, const std::vector<View>& src,
+               std::size_t src_rows, std::size_t heads, std::size_t row_bytes, const Rows& from, const Rows& to) {
   if (dst.size() != src.size()) {
     throw StatusError(KVTIER_E_INVALID_ARGUMENT, "copy_rows: " + std::to_string(src.size()) + " sources for " +
                                                      std::to_string(dst.size()) + " destinations");
@@ -40,8 +43,7 @@ void copy_rows(const std::vector<std::uintptr_t>& dst, std::size_t dst_rows, std
   {
     nb::gil_scoped_release release;
     for (std::size_t i = 0; i < dst.size() && done; ++i) {
-      done = kernels::copy_rows(view(dst[i], dst_rows, dst_token_stride, dst_head_stride),
-                                view(src[i], src_rows, src_token_stride, src_head_stride), heads, row_bytes,
+      done = kernels::copy_rows(head_rows(dst[i], dst_rows), head_rows(src[i], src_rows), heads, row_bytes,
                                 {from.data(), from.size()}, {to.data(), to.size()});
     }
   }
@@ -51,11 +53,10 @@ void copy_rows(const std::vector<std::uintptr_t>& dst, std::size_t dst_rows, std
 }  // namespace
 
 void bind_rows(nb::module_& m) {
-  m.def("_copy_rows", &copy_rows, "dst"_a, "dst_rows"_a, "dst_token_stride"_a, "dst_head_stride"_a, "src"_a,
-        "src_rows"_a, "src_token_stride"_a, "src_head_stride"_a, "heads"_a, "row_bytes"_a, "from_rows"_a,
-        "to_rows"_a,
-        "kernels::copy_rows for each (dst[i], src[i]) pair of host addresses of one geometry (kernels/include/kvtier/kernels/gather.hpp). Private: "
-        "kvtier.hf.assemble.copy_rows checks the tensors and calls it.");
+  m.def("_copy_rows", &copy_rows, "dst"_a, "dst_rows"_a, "src"_a, "src_rows"_a, "heads"_a, "row_bytes"_a,
+        "from_rows"_a, "to_rows"_a,
+        "kernels::copy_rows for each pair (dst[i], src[i]) of host views (address, token stride, head stride in "
+        "bytes). Private: kvtier.hf.assemble.copy_rows checks the tensors and calls it.");
 }
 
 }  // namespace kvtier::python

@@ -21,10 +21,10 @@ def copy_rows(dsts: Sequence[torch.Tensor], srcs: Sequence[torch.Tensor], from_r
               to_rows: np.ndarray) -> None:
     """``dst[:, to_rows[i]] = src[:, from_rows[i]]`` for every i and every pair (dst, src) of
     `dsts` and `srcs` (a layer's K and V). The tensors are CPU tensors ``[heads, rows, head_dim]``
-    of one dtype, every dst of one shape and strides, every src likewise, with unit stride in
-    head_dim and no negative stride; the index arrays int64 (copied to contiguous when they are
-    not). ValueError for tensors that do not fit, kvtier.InvalidArgumentError (nothing copied) for
-    an index out of range."""
+    of one dtype, every dst of one shape, every src likewise, with unit stride in head_dim and no
+    negative stride; the index arrays int64 (copied to contiguous when they are not). ValueError
+    for tensors that do not fit, kvtier.InvalidArgumentError (nothing copied) for an index out of
+    range."""
     dst, src = dsts[0], srcs[0]
     if len(dsts) != len(srcs):
         raise ValueError(f"copy_rows: {len(srcs)} sources for {len(dsts)} destinations")
@@ -32,15 +32,14 @@ def copy_rows(dsts: Sequence[torch.Tensor], srcs: Sequence[torch.Tensor], from_r
         if t.device.type != "cpu" or t.dtype != dst.dtype or t.dim() != 3:
             raise ValueError(f"copy_rows: CPU tensors [heads, rows, head_dim] of one dtype, got {t.device.type} "
                              f"{t.dtype} {tuple(t.shape)} beside {dst.dtype}")
-    if any(t.shape != dst.shape or t.stride() != dst.stride() for t in dsts) or any(
-            t.shape != src.shape or t.stride() != src.stride() for t in srcs):
-        raise ValueError("copy_rows: the destinations (and the sources) must share shape and strides")
+        if t.stride(2) != 1 or min(t.stride()) < 0:
+            raise ValueError("copy_rows: head_dim must be contiguous and strides non-negative")
+    if any(t.shape != dst.shape for t in dsts) or any(t.shape != src.shape for t in srcs):
+        raise ValueError("copy_rows: the destinations (and the sources) must share one shape")
     if dst.shape[0] != src.shape[0] or dst.shape[2] != src.shape[2]:
         raise ValueError(f"copy_rows: heads and head_dim differ: {tuple(src.shape)} -> {tuple(dst.shape)}")
-    if dst.stride(2) != 1 or src.stride(2) != 1 or min(dst.stride() + src.stride()) < 0:
-        raise ValueError("copy_rows: head_dim must be contiguous and strides non-negative")
     es = dst.element_size()
-    _copy_rows([t.data_ptr() for t in dsts], dst.shape[1], dst.stride(1) * es, dst.stride(0) * es,
-               [t.data_ptr() for t in srcs], src.shape[1], src.stride(1) * es, src.stride(0) * es,
+    _copy_rows([(t.data_ptr(), t.stride(1) * es, t.stride(0) * es) for t in dsts], dst.shape[1],
+               [(t.data_ptr(), t.stride(1) * es, t.stride(0) * es) for t in srcs], src.shape[1],
                dst.shape[0], dst.shape[2] * es, np.ascontiguousarray(from_rows, dtype=np.int64),
                np.ascontiguousarray(to_rows, dtype=np.int64))

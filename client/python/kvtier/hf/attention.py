@@ -96,12 +96,14 @@ def _mask_dead(mask: torch.Tensor | None, dead: torch.Tensor, query: torch.Tenso
     return mask.masked_fill(dead[:, None, None, : mask.shape[-1]], torch.finfo(mask.dtype).min)
 
 
-def _probabilities(query: torch.Tensor, key: torch.Tensor, keep: torch.Tensor, scaling: float) -> torch.Tensor:
-    """softmax(scale·q·kᵀ) over the keys `keep` allows ([batch, q, keys] bool), float32,
-    [batch, query_heads, q, keys]; a row with no key allowed is 0."""
+def _probabilities(query: torch.Tensor, key: torch.Tensor, keep: torch.Tensor | None, scaling: float) -> torch.Tensor:
+    """softmax(scale·q·kᵀ) over the keys `keep` allows ([batch, q, keys] bool; None: all),
+    float32, [batch, query_heads, q, keys]; a row with no key allowed is 0."""
     b, hq, q, d = query.shape
     hkv = key.shape[1]
     grouped = query.float().reshape(b, hkv, hq // hkv * q, d)
     logits = torch.matmul(grouped, key.float().transpose(-1, -2)).view(b, hq, q, -1) * scaling
+    if keep is None:
+        return torch.softmax(logits, dim=-1)
     logits = logits.masked_fill(~keep[:, None], float("-inf"))
     return torch.softmax(logits, dim=-1).nan_to_num_(0.0)

@@ -236,15 +236,15 @@ class TieredCache(Cache):
             row.begin_staging(len(host), self.store.dtype, device)
             f["rows"].append({
                 "b": b, "row": row, "cols": slice(q - n, q),
-                "new_slots": torch.as_tensor(new_slots, device=device),
+                "new_slots": new_slots.astype(np.int64, copy=False), "new_rows": np.arange(n, dtype=np.int64),
                 "t0_keys": (row.pad + t0).astype(np.int64, copy=False), "t0_slots": row.slots.slot_of[t0],
                 "host": host, "host_keys": (row.pad + host).astype(np.int64, copy=False),
                 "host_rows": np.arange(len(host), dtype=np.int64), "first_new": first,
             })
             if device.type != "cpu":  # torch's index ops, on the engine's stream
-                for name in ("t0_keys", "t0_slots", "host_keys"):
+                for name in ("new_slots", "t0_keys", "t0_slots", "host_keys"):
                     f["rows"][-1][name] = torch.as_tensor(f["rows"][-1][name], device=device)
-                f["rows"][-1]["host_rows"] = None
+                f["rows"][-1]["new_rows"] = f["rows"][-1]["host_rows"] = None
         self._length += q
         dead = None
         if not prefill:
@@ -265,8 +265,8 @@ class TieredCache(Cache):
         store = self.store
         for r in f["rows"]:
             b = r["b"]
-            store.k[layer][b].index_copy_(1, r["new_slots"], key_states[b, :, r["cols"]])
-            store.v[layer][b].index_copy_(1, r["new_slots"], value_states[b, :, r["cols"]])
+            _place((store.k[layer][b], store.v[layer][b]), (key_states[b, :, r["cols"]], value_states[b, :, r["cols"]]),
+                   r["new_rows"], r["new_slots"])
         if layer == self.num_layers // 2:
             self._push_features(f, key_states, value_states)
         if f["prefill"]:
@@ -309,12 +309,16 @@ class TieredCache(Cache):
     def dead_keys(self) -> torch.Tensor | None:
         return self._forward["dead"]
 
-    def key_mask(self, q: int) -> torch.Tensor:
-        """[batch, q, keys] bool: key j is live for row b and not after query i (scoring); the
+    def key_mask(self, q: int) -> torch.Tensor | None:
+        """[batch, q, keys] bool: key j is live for row b and not after query i (scoring); None
+        when that holds for every key (one query per row, no padding, hidden or dead key). The
         same for every layer of a forward, so built once."""
         f = self._forward
         if "key_mask" in f:
             return f["key_mask"]
+        if q == 1 and f["covered"] and not any(len(r["row"].hidden) for r in f["rows"]):
+            f["key_mask"] = None
+            return None
         keys = f["length"]
         live = torch.zeros(len(self.rows), keys, dtype=torch.bool, device=f["scores"].device)
         for r in f["rows"]:
