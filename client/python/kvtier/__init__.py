@@ -68,6 +68,8 @@ from ._kvtier import (
     status_string,
 )
 
+from ._rows import copy_rows
+
 __version__ = "0.1.0"
 
 
@@ -115,6 +117,7 @@ __all__ = [
     "__version__",
     "block_scores",
     "connect",
+    "copy_rows",
     "default_socket_path",
     "status_string",
 ]

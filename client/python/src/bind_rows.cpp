@@ -1,5 +1,5 @@
 // _copy_rows: kernels::copy_rows for kvtier.hf's assembly of a layer's keys and values on the CPU
-// (kvtier/hf/assemble.py checks the tensors and passes their addresses: a DLPack conversion per
+// (kvtier/_rows.py, kvtier.copy_rows, checks the tensors and passes their addresses: a DLPack conversion per
 // tensor would cost more than the copy of a short row list). Bad indices raise
 // kvtier.InvalidArgumentError and copy nothing.
 #include <nanobind/nanobind.h>
@@ -56,7 +56,7 @@ void bind_rows(nb::module_& m) {
   m.def("_copy_rows", &copy_rows, "dst"_a, "dst_rows"_a, "src"_a, "src_rows"_a, "heads"_a, "row_bytes"_a,
         "from_rows"_a, "to_rows"_a,
         "kernels::copy_rows for each pair (dst[i], src[i]) of host views (address, token stride, head stride in "
-        "bytes). Private: kvtier.hf.assemble.copy_rows checks the tensors and calls it.");
+        "bytes). Private: kvtier.copy_rows checks the tensors and calls it.");
 }
 
 }  // namespace kvtier::python

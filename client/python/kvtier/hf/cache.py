@@ -12,8 +12,8 @@ import torch
 from transformers.cache_utils import Cache
 
 from .._kvtier import Client, EvictionMode, Feature, Policy
+from .._rows import copy_rows
 from .._slots import T0, T3, SlotMap
-from .assemble import copy_rows
 from .attention import implementation_for
 from .clients import PlanRouter, geometry, shared_router
 from .hooks import install_hooks, plan_handler, remove_hooks

@@ -43,6 +43,7 @@ class Row:
     # What stage_prefetch is given: the buffers, or on the CPU byte views of them as NumPy arrays
     # (handed over without torch's DLPack export, which cost more than staging a short layer).
     _targets: list = field(default_factory=list)
+    _views: dict = field(default_factory=dict)  # (buffer, rows, K offset, V offset) -> K and V views
     _staged: int = 0  # rows a stage returns this forward
 
     @property
@@ -56,6 +57,7 @@ class Row:
         self.slots.close()
         self._buffers.clear()
         self._targets.clear()
+        self._views.clear()
 
     # ---- plans -----------------------------------------------------------------------------
 
@@ -98,6 +100,7 @@ class Row:
         if rows != expected:
             raise RuntimeError(f"libkvtier stages {rows} rows, the cache expects {expected}")
         self._staged = rows
+        self._views.clear()
         if rows == 0:
             return
         es = torch.empty(0, dtype=dtype).element_size()
@@ -123,11 +126,16 @@ class Row:
         elif not double and layer > 0:  # the previous layer's rows were read: refill the buffer
             client.stage_prefetch(self.sequence, layer, self._targets[0], StagingOrder.POSITION_ORDER)
         got = client.stage_wait(self.sequence, layer)
-        buffer = self._buffers[layer % len(self._buffers)]
-        es, n = buffer.element_size(), got.rows * shape[0] * shape[1]
-        k = buffer[got.k_offset // es: got.k_offset // es + n].view(got.rows, *shape).transpose(0, 1)
-        v = buffer[got.v_offset // es: got.v_offset // es + n].view(got.rows, *shape).transpose(0, 1)
-        return k, v, got.positions
+        which = layer % len(self._buffers)
+        key = (which, got.rows, got.k_offset, got.v_offset)
+        views = self._views.get(key)
+        if views is None:  # the same for every layer of a forward that lands in this buffer
+            buffer = self._buffers[which]
+            es, n = buffer.element_size(), got.rows * shape[0] * shape[1]
+            views = self._views[key] = tuple(
+                buffer[offset // es: offset // es + n].view(got.rows, *shape).transpose(0, 1)
+                for offset in (got.k_offset, got.v_offset))
+        return views[0], views[1], got.positions
 
     def staging_bytes(self) -> int:
         return sum(b.untyped_storage().nbytes() for b in self._buffers)

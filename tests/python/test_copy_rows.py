@@ -1,12 +1,12 @@
-"""kvtier.hf.assemble.copy_rows (libkvtier's copy_rows kernel) against torch's index ops, and its
-checks: what TieredCache assembles a layer's keys and values with on the CPU."""
+"""kvtier.copy_rows (libkvtier's copy_rows kernel) against torch's index ops, and its checks: what
+TieredCache assembles a layer's keys and values with on the CPU."""
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 import kvtier  # noqa: E402
-from kvtier.hf.assemble import copy_rows  # noqa: E402
+from kvtier import copy_rows  # noqa: E402
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
