@@ -316,6 +316,27 @@ kvtier_status kvtier_stage_layer(kvtier_client* client, uint32_t sequence, uint3
   });
 }
 
+void kvtier_stage_target_init(kvtier_stage_target* target) {
+  if (target == nullptr) return;
+  std::memset(target, 0, sizeof(*target));
+  target->struct_size = sizeof(*target);
+}
+
+kvtier_status kvtier_stage_layer_at(kvtier_client* client, uint32_t sequence, uint32_t layer,
+                                    const kvtier_stage_target* target) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    kvtier_stage_target t;
+    if (!copy_options(target, sizeof(kvtier_stage_target), t)) {
+      return fail(client, {kvtier::Errc::kInvalidArgument, "target is NULL or its struct_size is too small"});
+    }
+    auto cache = c.cache(sequence);
+    if (!cache) return fail(client, cache.error());
+    const kvtier::kernels::PositionTarget where{t.k, t.v, t.rows, t.token_stride, t.head_stride, t.row_offset};
+    if (auto ok = (*cache)->stage_at(layer, where); !ok) return fail(client, ok.error());
+    return KVTIER_OK;
+  });
+}
+
 kvtier_status kvtier_stage_prefetch(kvtier_client* client, uint32_t sequence, uint32_t layer,
                                     kvtier_staging_order order, void* buffer, size_t capacity) {
   return guarded(client, [&](kvtier::client::Client& c) {

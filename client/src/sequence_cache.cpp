@@ -324,6 +324,20 @@ Status SequenceCache::prefetch(std::uint32_t layer, kvtier_staging_order order, 
   return issued;
 }
 
+Status SequenceCache::stage_at(std::uint32_t layer, const kernels::PositionTarget& target) {
+  for (const Stage& stage : stages_) {
+    if (stage.layer) {
+      return make_error(Errc::kBadState, "layer " + std::to_string(*stage.layer) + " is being prefetched");
+    }
+  }
+  build_lists(KVTIER_STAGE_POSITION_ORDER);
+  if (!t2_.empty()) {
+    if (auto ok = bind_int8(); !ok) return ok;
+  }
+  const std::span<const std::uint8_t> from_int8 = t2_.empty() ? std::span<const std::uint8_t>{} : list_t2_;
+  return executor_->stage_at(layer, list_slots_, from_int8, list_positions_, target);
+}
+
 Result<kvtier_staged_layer> SequenceCache::wait(std::uint32_t layer) {
   for (Stage& stage : stages_) {
     if (stage.layer != layer) continue;

@@ -55,6 +55,9 @@ class SequenceCache {
   // kBadState when `layer` was not prefetched.
   Result<kvtier_staged_layer> wait(std::uint32_t layer);
   Result<kvtier_staged_layer> stage(std::uint32_t layer, kvtier_staging_order order, void* buffer, std::size_t capacity);
+  // Layer `layer`'s T1 and T2 rows straight to their positions in the engine's `target` (the
+  // executor's stage_at: CPU backend only). kBadState while a layer is in flight.
+  Status stage_at(std::uint32_t layer, const kernels::PositionTarget& target);
   // The engine's compute stream (CUDA: a cudaStream_t; the CPU backend ignores it).
   void set_compute_stream(std::uintptr_t stream) noexcept { executor_->set_compute_stream(stream); }
   // Rows a stage returns: T1 and T2.

@@ -1,6 +1,7 @@
 // CPU reference executor: per row and KV head one (K or V) segment, merged into runs.
 #include "cpu/cpu_executor.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -184,6 +185,39 @@ Status CpuExecutor::prefetch_mixed(std::uint32_t layer, std::span<const std::uin
     std::memcpy(v + i * half, src + half, half);
   }
   out.describe(layer, rows, half, order, positions);
+  return {};
+}
+
+Status CpuExecutor::stage_at(std::uint32_t layer, std::span<const std::uint32_t> slots,
+                             std::span<const std::uint8_t> from_int8, std::span<const std::uint32_t> positions,
+                             const PositionTarget& target) {
+  if (auto s = require_initialized(); !s) return s;
+  const bool any_int8 = std::any_of(from_int8.begin(), from_int8.end(), [](std::uint8_t f) { return f != 0; });
+  if (any_int8) {
+    if (auto s = require_int8(); !s) return s;
+  }
+  if (auto s = validate_position_target(pool_, any_int8 ? int8_->slots() : 0, layer, slots, from_int8, positions,
+                                        target);
+      !s) {
+    return s;
+  }
+  const std::size_t head = layout_.head_bytes();
+  const std::size_t half = layout_.half_row_bytes();
+  std::byte* const k = host_ptr(target.k);
+  std::byte* const v = host_ptr(target.v);
+  scratch_.resize(pool_.row_bytes);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const std::byte* src = pool_.row(layer, slots[i]);
+    if (!from_int8.empty() && from_int8[i] != 0) {
+      if (auto s = dequantize_slot(*int8_, layer, slots[i], scratch_.data()); !s) return s;
+      src = scratch_.data();
+    }
+    const std::size_t row = (std::size_t{positions[i]} + target.row_offset) * target.token_stride;
+    for (std::size_t h = 0; h < layout_.num_kv_heads; ++h) {
+      std::memcpy(k + row + h * target.head_stride, src + h * head, head);
+      std::memcpy(v + row + h * target.head_stride, src + half + h * head, head);
+    }
+  }
   return {};
 }
 

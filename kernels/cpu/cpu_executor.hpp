@@ -32,6 +32,8 @@ class CpuExecutor final : public CopyExecutor {
                         std::span<const std::uint32_t> positions, StagingOrder order,
                         StagingBuffer& out) override;
   Status restore_int8(std::span<const RowCopy> copies) override;
+  Status stage_at(std::uint32_t layer, std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8,
+                  std::span<const std::uint32_t> positions, const PositionTarget& target) override;
   Status wait(std::uint32_t layer) override;
   Status synchronize() override;
 

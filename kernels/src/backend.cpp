@@ -1,5 +1,6 @@
-// backend_name (executor.hpp). Naming a backend needs no factory: make_executor and
-// backend_built live in kvtier_kernels_factory (executor_factory.cpp).
+// backend_name and CopyExecutor's default stage_at (executor.hpp). Naming a backend needs no
+// factory: make_executor and backend_built live in kvtier_kernels_factory (executor_factory.cpp).
+#include <string>
 #include <string_view>
 
 #include "kvtier/kernels/executor.hpp"
@@ -14,6 +15,13 @@ std::string_view backend_name(Backend backend) noexcept {
       return "cuda";
   }
   return "unknown";
+}
+
+Status CopyExecutor::stage_at(std::uint32_t /*layer*/, std::span<const std::uint32_t> /*slots*/,
+                              std::span<const std::uint8_t> /*from_int8*/,
+                              std::span<const std::uint32_t> /*positions*/, const PositionTarget& /*target*/) {
+  return make_error(Errc::kUnavailable, "stage_at: the " + std::string(backend_name(backend())) +
+                                            " backend stages through prefetch only");
 }
 
 }  // namespace kvtier::kernels

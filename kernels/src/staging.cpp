@@ -1,4 +1,4 @@
-// Validation of prefetch requests, shared by every executor backend.
+// Validation of prefetch and stage_at requests, shared by every executor backend.
 #include "kvtier/kernels/staging.hpp"
 
 #include <string>
@@ -14,6 +14,32 @@ Status invalid(std::string message) {
 std::string num(std::size_t value) { return std::to_string(value); }
 
 }  // namespace
+
+Status validate_position_target(const PoolView& pool, std::uint32_t int8_slots, std::uint32_t layer,
+                                std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8,
+                                std::span<const std::uint32_t> positions, const PositionTarget& target) {
+  const auto bad = [](std::string message) {
+    return make_error(Errc::kInvalidArgument, "stage_at: " + std::move(message));
+  };
+  if (layer >= pool.num_layers) return bad("layer " + num(layer) + " >= num_layers " + num(pool.num_layers));
+  if (positions.size() != slots.size()) return bad(num(positions.size()) + " positions for " + num(slots.size()) + " slots");
+  if (!from_int8.empty() && from_int8.size() != slots.size()) {
+    return bad(num(from_int8.size()) + " int8 flags for " + num(slots.size()) + " slots");
+  }
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const bool int8 = !from_int8.empty() && from_int8[i] != 0;
+    const std::uint32_t limit = int8 ? int8_slots : pool.slots;
+    if (slots[i] >= limit) {
+      return bad("slot " + num(i) + " is " + (int8 ? "int8" : "pool") + " slot " + num(slots[i]) + " >= " + num(limit));
+    }
+    if (std::size_t{positions[i]} + target.row_offset >= target.rows) {
+      return bad("position " + num(positions[i]) + " + offset " + num(target.row_offset) + " is outside the " +
+                 num(target.rows) + " destination rows");
+    }
+  }
+  if (!slots.empty() && (target.k == 0 || target.v == 0)) return bad("the destination is null");
+  return {};
+}
 
 Status validate_staging(const PoolView& pool, std::uint32_t layer,
                         std::span<const std::uint32_t> pool_slots,

@@ -212,6 +212,34 @@ def test_execute_plan_checks_the_slot_count(daemon):
         client.ack_plan(plan.epoch, applied=False)
 
 
+def test_stage_at_writes_each_host_row_at_its_position_and_checks_the_target(daemon):
+    with daemon.connect() as client:
+        seq = open_tiered(client, 4)
+        engine = NumpyEngine(client, seq)
+        plan = run_steps(client, engine, 4, 8)
+        engine.apply(plan)
+        client.ack_plan(plan.epoch)
+        length, offset = 12, 1  # [heads, length + offset, dim] per layer, position p at row p + offset
+        for layer in range(LAYERS):
+            k = np.zeros((HEADS, length + offset, DIM), dtype=np.float32)
+            v = np.zeros_like(k)
+            client.stage_at(seq, layer, k=k.ctypes.data, v=v.ctypes.data, rows=length + offset,
+                            token_stride=DIM * 4, head_stride=(length + offset) * DIM * 4, row_offset=offset)
+            want_k, want_v = np.zeros_like(k), np.zeros_like(v)
+            for position in plan.positions.tolist():
+                for head in range(HEADS):
+                    want_k[head, position + offset] = NumpyEngine.row(layer, head, position, 0.25)
+                    want_v[head, position + offset] = NumpyEngine.row(layer, head, position, 0.5)
+            np.testing.assert_array_equal(k, want_k)
+            np.testing.assert_array_equal(v, want_v)
+        short = np.zeros((HEADS, 4, DIM), dtype=np.float32)
+        with pytest.raises(kvtier.InvalidArgumentError, match="outside"):
+            client.stage_at(seq, 0, k=short.ctypes.data, v=short.ctypes.data, rows=4, token_stride=DIM * 4,
+                            head_stride=4 * DIM * 4)
+        assert not short.any()
+        client.close_sequence(seq)
+
+
 def test_stage_layer_refuses_a_too_small_buffer(daemon):
     with daemon.connect() as client:
         seq = open_tiered(client, 4)

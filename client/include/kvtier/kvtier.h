@@ -370,6 +370,29 @@ KVTIER_API kvtier_status kvtier_stage_prefetch(kvtier_client* client, uint32_t s
 KVTIER_API kvtier_status kvtier_stage_wait(kvtier_client* client, uint32_t sequence, uint32_t layer,
                                            kvtier_staged_layer* out);
 
+/* Where kvtier_stage_layer_at writes: the engine's view of one layer's keys and values indexed by
+ * position (e.g. HF's [kv_heads, length, head_dim] K and V of one batch row). KV head h of the
+ * row of absolute position p starts at k + (p + row_offset) * token_stride + h * head_stride (V
+ * likewise from v); every p + row_offset must be below rows. Host memory. */
+typedef struct kvtier_stage_target {
+  size_t struct_size;
+  uintptr_t k, v;
+  size_t rows;
+  size_t token_stride, head_stride; /* bytes */
+  size_t row_offset;
+} kvtier_stage_target;
+
+KVTIER_API void kvtier_stage_target_init(kvtier_stage_target* target);
+
+/* Stages layer `layer`'s T1 and T2 rows (T2 dequantized) straight to their positions in
+ * `target`, one copy per row and no staging buffer: for an engine that assembles each layer's
+ * keys and values in position order itself. Complete when it returns. CPU backend only
+ * (KVTIER_E_UNAVAILABLE on CUDA: prefetch, which overlaps with compute); KVTIER_E_INVALID_ARGUMENT,
+ * nothing written, for a position outside the target; KVTIER_E_BAD_STATE while a layer of the
+ * sequence is prefetched. */
+KVTIER_API kvtier_status kvtier_stage_layer_at(kvtier_client* client, uint32_t sequence, uint32_t layer,
+                                               const kvtier_stage_target* target);
+
 /* The engine's compute stream for this sequence's copies (a cudaStream_t; 0 = none, the default).
  * With one, copies wait for the work already queued on it before touching memory, restored
  * tokens are complete before work queued after kvtier_plan_execute, and kvtier_stage_wait makes

@@ -639,6 +639,11 @@ class Client:
         Completes stage_prefetch(sequence, layer, buffer) and says where K and V landed in that buffer (as stage_layer). BadStateError for a layer not prefetched.
         """
 
+    def stage_at(self, sequence: int, layer: int, *, k: int, v: int, rows: int, token_stride: int, head_stride: int, row_offset: int = 0) -> None:
+        """
+        Stages layer `layer`'s T1 and T2 rows straight to their positions in the engine's host memory (kvtier_stage_layer_at): KV head h of position p at k + (p + row_offset) * token_stride + h * head_stride (V from v), strides in bytes, every p + row_offset below rows (e.g. an HF [kv_heads, length, head_dim] tensor's data_ptr()). One copy per row, no staging buffer; complete on return. CPU backend only (UnavailableError on CUDA); InvalidArgumentError, nothing written, for a position outside; BadStateError while a layer is prefetched.
+        """
+
     def set_stream(self, sequence: int, stream: int) -> None:
         """
         The engine's compute stream for this sequence's copies (a cudaStream_t as an int, e.g. torch.cuda.current_stream().cuda_stream; 0 = none). Copies then wait for work already queued on it and stage_wait makes the stream wait instead of blocking. The CPU backend ignores it. Needs an attached cache.

@@ -289,6 +289,29 @@ void bind_staging(nb::class_<ClientObject>& c) {
       "sequence"_a, "layer"_a,
       "Completes stage_prefetch(sequence, layer, buffer) and says where K and V landed in that buffer (as "
       "stage_layer). BadStateError for a layer not prefetched.");
+  c.def(
+      "stage_at",
+      [](ClientObject& self, std::uint32_t sequence, std::uint32_t layer, std::uintptr_t k, std::uintptr_t v,
+         std::size_t rows, std::size_t token_stride, std::size_t head_stride, std::size_t row_offset) {
+        kvtier_stage_target target;
+        kvtier_stage_target_init(&target);
+        target.k = k;
+        target.v = v;
+        target.rows = rows;
+        target.token_stride = token_stride;
+        target.head_stride = head_stride;
+        target.row_offset = row_offset;
+        nb::gil_scoped_release release;
+        self.stage_at(sequence, layer, target);
+      },
+      "sequence"_a, "layer"_a, nb::kw_only(), "k"_a, "v"_a, "rows"_a, "token_stride"_a, "head_stride"_a,
+      "row_offset"_a = 0,
+      "Stages layer `layer`'s T1 and T2 rows straight to their positions in the engine's host memory "
+      "(kvtier_stage_layer_at): KV head h of position p at k + (p + row_offset) * token_stride + h * "
+      "head_stride (V from v), strides in bytes, every p + row_offset below rows (e.g. an HF [kv_heads, length, "
+      "head_dim] tensor's data_ptr()). One copy per row, no staging buffer; complete on return. CPU backend "
+      "only (UnavailableError on CUDA); InvalidArgumentError, nothing written, for a position outside; "
+      "BadStateError while a layer is prefetched.");
   c.def("set_stream", &PyClient::set_stream, "sequence"_a, "stream"_a, Release(),
         "The engine's compute stream for this sequence's copies (a cudaStream_t as an int, e.g. "
         "torch.cuda.current_stream().cuda_stream; 0 = none). Copies then wait for work already queued on it and "

@@ -248,6 +248,13 @@ StagedLayer PyClient::stage_wait(std::uint32_t sequence, std::uint32_t layer, co
   return to_staged(staged, buffer);
 }
 
+void PyClient::stage_at(std::uint32_t sequence, std::uint32_t layer, const kvtier_stage_target& target) {
+  std::lock_guard lock(mu_);
+  if (const auto st = kvtier_stage_layer_at(handle_locked("stage_at"), sequence, layer, &target); st != KVTIER_OK) {
+    fail(st);
+  }
+}
+
 void PyClient::set_stream(std::uint32_t sequence, std::uintptr_t stream) {
   std::lock_guard lock(mu_);
   if (const auto st = kvtier_sequence_set_stream(handle_locked("set_stream"), sequence, stream); st != KVTIER_OK) {

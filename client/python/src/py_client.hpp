@@ -145,6 +145,8 @@ class PyClient {
                       std::size_t capacity);
   StagedLayer stage_wait(std::uint32_t sequence, std::uint32_t layer, const void* buffer);
   void set_stream(std::uint32_t sequence, std::uintptr_t stream);
+  // kvtier_stage_layer_at: the layer's host rows straight to their positions in host memory.
+  void stage_at(std::uint32_t sequence, std::uint32_t layer, const kvtier_stage_target& target);
   // Sequence hand-off: the token an adopter presents / the adopted sequence.
   std::uint64_t export_sequence(std::uint32_t sequence, const kvtier_export_buffer& buffer,
                                 std::span<const std::uint32_t> t0_positions, std::span<const std::uint32_t> t0_slots);

@@ -1,7 +1,8 @@
 // SequenceCache with an int8 (T2) pool, driven by hand-made plans over host memory: T1 -> T2
 // switches reads to rows the "daemon" (this test) quantized, T2 -> T0 dequantizes into the
-// engine's slot, T2 -> T3 drops, staging merges exact T1 rows with dequantized T2 rows, and
-// every refused plan leaves cache, pool and residency untouched.
+// engine's slot, T2 -> T3 drops, staging merges exact T1 rows with dequantized T2 rows (into a
+// buffer, or straight to their positions with stage_at), and every refused plan leaves cache,
+// pool and residency untouched.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -246,6 +247,58 @@ TEST_F(SequenceCacheT2, StagingChecksTheBufferWithT2Rows) {
   Bytes enough(4 * kRow);
   EXPECT_EQ(cache_->stage(kLayers, KVTIER_STAGE_POSITION_ORDER, enough.data(), enough.size()).error().code,
             Errc::kInvalidArgument);
+}
+
+// stage_at: an engine's [heads, rows, dim] layer view (row = position + offset) gets each host
+// row, T1 exact and T2 dequantized, where stage() would have listed it; nothing else is written.
+TEST_F(SequenceCacheT2, StageAtPutsEachHostRowAtItsPositionAndNothingElse) {
+  demote_two();
+  constexpr std::size_t kRows = 110, kOffset = 3, kHead = kDim * sizeof(float);
+  for (std::uint32_t l = 0; l < kLayers; ++l) {
+    Bytes k(kHeads * kRows * kHead), v(k.size());
+    const kernels::PositionTarget target{reinterpret_cast<std::uintptr_t>(k.data()),
+                                         reinterpret_cast<std::uintptr_t>(v.data()), kRows, kHead, kRows * kHead,
+                                         kOffset};
+    ASSERT_TRUE(cache_->stage_at(l, target));
+    const Staged want = stage(l, KVTIER_STAGE_POSITION_ORDER);
+    Bytes expect_k(k.size()), expect_v(v.size());
+    for (std::size_t i = 0; i < want.layer.rows; ++i) {
+      const Bytes row = want.row(i);
+      const std::size_t at = (want.layer.positions[i] + kOffset) * kHead;
+      for (std::size_t h = 0; h < kHeads; ++h) {
+        std::memcpy(expect_k.data() + h * kRows * kHead + at, row.data() + h * kHead, kHead);
+        std::memcpy(expect_v.data() + h * kRows * kHead + at, row.data() + kHalf + h * kHead, kHead);
+      }
+    }
+    EXPECT_EQ(k, expect_k);
+    EXPECT_EQ(v, expect_v);
+  }
+}
+
+TEST_F(SequenceCacheT2, StageAtRefusesAPositionOutsideTheTargetAndWritesNothing) {
+  demote_two();
+  constexpr std::size_t kHead = kDim * sizeof(float);
+  Bytes k(kHeads * 103 * kHead), v(k.size());  // position 103 has no row
+  const kernels::PositionTarget target{reinterpret_cast<std::uintptr_t>(k.data()),
+                                       reinterpret_cast<std::uintptr_t>(v.data()), 103, kHead, 103 * kHead, 0};
+  const Status done = cache_->stage_at(0, target);
+  ASSERT_FALSE(done);
+  EXPECT_EQ(done.error().code, Errc::kInvalidArgument);
+  EXPECT_EQ(k, Bytes(k.size()));
+  EXPECT_EQ(v, Bytes(v.size()));
+  EXPECT_EQ(cache_->stage_at(kLayers, {}).error().code, Errc::kInvalidArgument);
+}
+
+TEST_F(SequenceCacheT2, StageAtIsRefusedWhileALayerIsPrefetched) {
+  demote_two();
+  Bytes buffer(cache_->stage_bytes()), k(kHeads * 104 * kDim * sizeof(float)), v(k.size());
+  const kernels::PositionTarget target{reinterpret_cast<std::uintptr_t>(k.data()),
+                                       reinterpret_cast<std::uintptr_t>(v.data()), 104, kDim * sizeof(float),
+                                       104 * kDim * sizeof(float), 0};
+  ASSERT_TRUE(cache_->prefetch(0, KVTIER_STAGE_COMPACT, buffer.data(), buffer.size()));
+  EXPECT_EQ(cache_->stage_at(1, target).error().code, Errc::kBadState);
+  ASSERT_TRUE(cache_->wait(0));
+  EXPECT_TRUE(cache_->stage_at(1, target));
 }
 
 // Double buffering: layer 1 prefetched while layer 0 is still in flight; each wait returns what

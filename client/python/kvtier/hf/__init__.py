@@ -12,9 +12,10 @@ slots, head_dim]`` (kvtier.hf.store) that grows in blocks of ``block_tokens`` as
 the fullest row need more slots; a token kvtierd moves to T1/T2 frees its slot for a new token,
 an evicted one (T3) holds nothing. Per forward, one layer at a time, the cache assembles that
 layer's keys and values for attention (``[batch, kv_heads, length, head_dim]``: T0 rows copied,
-T1/T2 rows staged from the daemon's pools, evicted and padding positions zero and masked; on the
-CPU each row is copied once by kvtier.copy_rows, on CUDA by torch's index ops) and staging buffers
-per row hold its host rows (CUDA: two, for layers l and l + 1; CPU: one). :class:`TieredCacheStats`
+T1/T2 rows staged from the daemon's pools, evicted and padding positions zero and masked). On the
+CPU every row is copied once: T0 rows by kvtier.copy_rows, host rows by libkvtier straight from the
+pool to their positions (``Client.stage_at``). On CUDA two staging buffers per row hold its host
+rows for layers l and l + 1, and torch's index ops place both. :class:`TieredCacheStats`
 reports these as allocated storage bytes.
 
 Exactness. Keys keep their absolute positions (RoPE is applied before caching), the assembled

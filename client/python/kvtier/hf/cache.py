@@ -238,13 +238,12 @@ class TieredCache(Cache):
                 "b": b, "row": row, "cols": slice(q - n, q),
                 "new_slots": new_slots.astype(np.int64, copy=False), "new_rows": np.arange(n, dtype=np.int64),
                 "t0_keys": (row.pad + t0).astype(np.int64, copy=False), "t0_slots": row.slots.slot_of[t0],
-                "host": host, "host_keys": (row.pad + host).astype(np.int64, copy=False),
-                "host_rows": np.arange(len(host), dtype=np.int64), "first_new": first,
+                "host": host, "host_keys": (row.pad + host).astype(np.int64, copy=False), "first_new": first,
             })
             if device.type != "cpu":  # torch's index ops, on the engine's stream
                 for name in ("new_slots", "t0_keys", "t0_slots", "host_keys"):
                     f["rows"][-1][name] = torch.as_tensor(f["rows"][-1][name], device=device)
-                f["rows"][-1]["new_rows"] = f["rows"][-1]["host_rows"] = None
+                f["rows"][-1]["new_rows"] = None
         self._length += q
         dead = None
         if not prefill:
@@ -280,12 +279,15 @@ class TieredCache(Cache):
         for r in f["rows"]:
             b, row = r["b"], r["row"]
             _place((keys[b], values[b]), (store.k[layer][b], store.v[layer][b]), r["t0_slots"], r["t0_keys"])
+            if keys.device.type == "cpu":
+                row.counts.bytes_moved += row.stage_at(layer, keys[b], values[b])
+                continue
             staged = row.staged(layer, self.num_layers, (self.num_kv_heads, self.head_dim))
             if staged is not None:
                 k, v, positions = staged
                 if not np.array_equal(positions, r["host"]):
                     raise RuntimeError("staged host positions differ from the cache's T1/T2 set")
-                _place((keys[b], values[b]), (k, v), r["host_rows"], r["host_keys"])
+                _place((keys[b], values[b]), (k, v), None, r["host_keys"])
                 row.counts.bytes_moved += 2 * k.numel() * k.element_size()
         f["transient"] = max(f["transient"], 2 * keys.untyped_storage().nbytes())
         return keys, values

@@ -4,7 +4,9 @@ A row's positions are its own (0 = its first prompt token after left padding); i
 key index space position p of row b is key ``pad + p``. Plans execute here (the copies are
 libkvtier's) and host rows are staged per layer: on CUDA with double buffering (layer l + 1's
 staging is issued on libkvtier's copy stream before layer l's is waited for, so it overlaps layer
-l's compute); on the CPU, which copies at once, into one buffer refilled per layer.
+l's compute) into two buffers the cache then copies from; on the CPU, which copies at once,
+straight to their positions in the layer's assembled keys and values (``Client.stage_at``: one
+copy per row, no buffer).
 """
 
 from __future__ import annotations
@@ -39,10 +41,7 @@ class Row:
     hidden: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # masked prompt positions
     counts: RowCounts = field(default_factory=RowCounts)
     step: int = 0  # next decode step
-    _buffers: list[torch.Tensor] = field(default_factory=list)
-    # What stage_prefetch is given: the buffers, or on the CPU byte views of them as NumPy arrays
-    # (handed over without torch's DLPack export, which cost more than staging a short layer).
-    _targets: list = field(default_factory=list)
+    _buffers: list[torch.Tensor] = field(default_factory=list)  # CUDA
     _views: dict = field(default_factory=dict)  # (buffer, rows, K offset, V offset) -> K and V views
     _staged: int = 0  # rows a stage returns this forward
 
@@ -56,7 +55,6 @@ class Row:
         self.sequence = None
         self.slots.close()
         self._buffers.clear()
-        self._targets.clear()
         self._views.clear()
 
     # ---- plans -----------------------------------------------------------------------------
@@ -94,39 +92,45 @@ class Row:
         return np.flatnonzero((tiers == T1) | (tiers == T2))
 
     def begin_staging(self, expected: int, dtype: torch.dtype, device: torch.device) -> None:
-        """Sizes the two staging buffers and issues layer 0's staging."""
+        """Checks the host rows libkvtier will stage this forward; on CUDA sizes the two staging
+        buffers and issues layer 0's staging."""
         client = self.router.client
         rows, nbytes = client.t1_rows(self.sequence) if expected else (0, 0)
         if rows != expected:
             raise RuntimeError(f"libkvtier stages {rows} rows, the cache expects {expected}")
         self._staged = rows
         self._views.clear()
-        if rows == 0:
+        if rows == 0 or device.type == "cpu":
             return
         es = torch.empty(0, dtype=dtype).element_size()
         if not self._buffers or self._buffers[0].numel() * es < nbytes:
-            # CUDA stages layer l + 1 while layer l computes: two buffers. The CPU executor copies
-            # when asked, so one buffer, refilled once the layer before was read, is as fast.
-            count = 2 if device.type == "cuda" else 1
-            self._buffers = [torch.empty(nbytes // es, dtype=dtype, device=device) for _ in range(count)]
-            self._targets = [b.view(torch.uint8).numpy() if device.type == "cpu" else b for b in self._buffers]
-        client.stage_prefetch(self.sequence, 0, self._targets[0], StagingOrder.POSITION_ORDER)
+            self._buffers = [torch.empty(nbytes // es, dtype=dtype, device=device) for _ in range(2)]
+        client.stage_prefetch(self.sequence, 0, self._buffers[0], StagingOrder.POSITION_ORDER)
+
+    def stage_at(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> int:
+        """CPU: layer `layer`'s host rows straight into this row's assembled keys and values
+        ([kv_heads, length, head_dim], contiguous; position p at key pad + p). Returns the bytes
+        copied."""
+        if self._staged == 0:
+            return 0
+        es = keys.element_size()
+        self.router.client.stage_at(self.sequence, layer, k=keys.data_ptr(), v=values.data_ptr(), rows=keys.shape[1],
+                                    token_stride=keys.stride(1) * es, head_stride=keys.stride(0) * es,
+                                    row_offset=self.pad)
+        return 2 * self._staged * keys.shape[0] * keys.shape[2] * es
 
     def staged(self, layer: int, layers: int, shape: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor,
                                                                             np.ndarray] | None:
-        """Layer `layer`'s staged K and V, each [kv_heads, rows, head_dim], with their positions
-        (valid until the next call). With two buffers layer + 1's staging is issued first."""
+        """CUDA: layer `layer`'s staged K and V, each [kv_heads, rows, head_dim], with their
+        positions (valid until the next call); layer + 1's staging is issued first."""
         if self._staged == 0:
             return None
         client = self.router.client
-        double = len(self._buffers) == 2
-        if double and layer + 1 < layers:
-            client.stage_prefetch(self.sequence, layer + 1, self._targets[(layer + 1) % 2],
+        if layer + 1 < layers:
+            client.stage_prefetch(self.sequence, layer + 1, self._buffers[(layer + 1) % 2],
                                   StagingOrder.POSITION_ORDER)
-        elif not double and layer > 0:  # the previous layer's rows were read: refill the buffer
-            client.stage_prefetch(self.sequence, layer, self._targets[0], StagingOrder.POSITION_ORDER)
         got = client.stage_wait(self.sequence, layer)
-        which = layer % len(self._buffers)
+        which = layer % 2
         key = (which, got.rows, got.k_offset, got.v_offset)
         views = self._views.get(key)
         if views is None:  # the same for every layer of a forward that lands in this buffer

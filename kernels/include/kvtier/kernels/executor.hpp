@@ -144,6 +144,18 @@ class CopyExecutor {
   // without bind_int8. Completes like copy_layers (synchronize() waits for it).
   virtual Status restore_int8(std::span<const RowCopy> copies) = 0;
 
+  // Stages one layer's host rows straight into the engine's position-indexed view of that layer
+  // (`target`, staging.hpp): row i, pool slot slots[i] (an int8 slot, dequantized, where
+  // from_int8[i] != 0; from_int8 may be empty: all T1), lands at positions[i]. One copy per row
+  // and no staging buffer, for an engine that assembles each layer's keys and values in position
+  // order itself (kvtier.hf on the CPU). Complete when it returns. kInvalidArgument, nothing
+  // written, when validate_position_target fails; kBadState before initialize or, with flagged
+  // rows, without bind_int8. The base returns kUnavailable: only the CPU backend implements it
+  // (CUDA engines prefetch, which overlaps with compute).
+  virtual Status stage_at(std::uint32_t layer, std::span<const std::uint32_t> slots,
+                          std::span<const std::uint8_t> from_int8, std::span<const std::uint32_t> positions,
+                          const PositionTarget& target);
+
   // Waits for this layer's prefetches issued so far.
   virtual Status wait(std::uint32_t layer) = 0;
   // Waits for every operation issued so far.

@@ -63,6 +63,26 @@ constexpr std::size_t staging_bytes(const PoolView& pool, std::size_t rows) noex
   return rows * pool.row_bytes;
 }
 
+// Where CopyExecutor::stage_at writes: one layer's keys and values as the engine's attention
+// reads them, indexed by position (e.g. HF's [kv_heads, length, head_dim] K and V of one batch
+// row). KV head h of the row of absolute position p starts at
+//   k + (p + row_offset) * token_stride + h * head_stride        (V likewise from v)
+// and holds head_dim elements of the layout's dtype. Not owned.
+struct PositionTarget {
+  std::uintptr_t k = 0, v = 0;
+  std::size_t rows = 0;  // destination rows: every p + row_offset is below
+  std::size_t token_stride = 0, head_stride = 0;  // bytes
+  std::size_t row_offset = 0;
+};
+
+// Checks a stage_at request: layer < pool.num_layers; one position per slot; from_int8 empty or
+// one flag per slot; each slot below the slots of its pool (`int8_slots` for flagged rows); each
+// position + row_offset below target.rows; non-null k and v when there are rows.
+// kInvalidArgument naming the first bad entry.
+Status validate_position_target(const PoolView& pool, std::uint32_t int8_slots, std::uint32_t layer,
+                                std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8,
+                                std::span<const std::uint32_t> positions, const PositionTarget& target);
+
 // Checks a prefetch request against the pool and the buffer: layer < num_layers, every slot
 // < pool.slots, positions empty or one per slot (required and strictly ascending for
 // kPositionOrder), buffer non-null with room for all rows. kInvalidArgument on failure.
