@@ -212,13 +212,19 @@ def test_execute_plan_checks_the_slot_count(daemon):
         client.ack_plan(plan.epoch, applied=False)
 
 
+def offloaded(client):
+    """A tiered sequence of 4 prompt tokens after 8 steps, its first plan applied and acknowledged."""
+    seq = open_tiered(client, 4)
+    engine = NumpyEngine(client, seq)
+    plan = run_steps(client, engine, 4, 8)
+    engine.apply(plan)
+    client.ack_plan(plan.epoch)
+    return seq, plan
+
+
 def test_stage_at_writes_each_host_row_at_its_position_and_checks_the_target(daemon):
     with daemon.connect() as client:
-        seq = open_tiered(client, 4)
-        engine = NumpyEngine(client, seq)
-        plan = run_steps(client, engine, 4, 8)
-        engine.apply(plan)
-        client.ack_plan(plan.epoch)
+        seq, plan = offloaded(client)
         length, offset = 12, 1  # [heads, length + offset, dim] per layer, position p at row p + offset
         for layer in range(LAYERS):
             k = np.zeros((HEADS, length + offset, DIM), dtype=np.float32)
@@ -242,22 +248,14 @@ def test_stage_at_writes_each_host_row_at_its_position_and_checks_the_target(dae
 
 def test_stage_layer_refuses_a_too_small_buffer(daemon):
     with daemon.connect() as client:
-        seq = open_tiered(client, 4)
-        engine = NumpyEngine(client, seq)
-        plan = run_steps(client, engine, 4, 8)
-        engine.apply(plan)
-        client.ack_plan(plan.epoch)
+        seq, _ = offloaded(client)
         with pytest.raises(kvtier.KvtierError):
             client.stage_layer(seq, 0, np.zeros(1, dtype=np.float32))
 
 
 def test_prefetch_and_wait_stage_the_same_rows_as_stage_layer(daemon):
     with daemon.connect() as client:
-        seq = open_tiered(client, 4)
-        engine = NumpyEngine(client, seq)
-        plan = run_steps(client, engine, 4, 8)
-        engine.apply(plan)
-        client.ack_plan(plan.epoch)
+        seq, _ = offloaded(client)
         rows, nbytes = client.t1_rows(seq)
         assert rows > 0
         expected = []
