@@ -118,6 +118,11 @@ def test_recomputed_probabilities_are_eager_attentions():
     ours = _probabilities(query, key, keep, d ** -0.5)
     assert torch.allclose(ours, weights, atol=1e-6)
     assert torch.all(ours[1, :, :, 2] == 0)
+    # One query per row with every key live (a decode step without padding or eviction): no mask
+    # is built, and the probabilities are the masked path's bit for bit.
+    one = query[:, :, -1:]
+    assert torch.equal(_probabilities(one, key, None, d ** -0.5),
+                       _probabilities(one, key, torch.ones(b, 1, keys, dtype=torch.bool), d ** -0.5))
 
 
 def test_eviction_makes_the_tokens_diverge(daemon, model, prompt, reference):

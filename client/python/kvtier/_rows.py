@@ -1,21 +1,25 @@
 """kvtier.copy_rows: libkvtier's row-copy kernel (kernels/include/kvtier/kernels/gather.hpp)
 over CPU torch tensors, for engine integrations that place KV rows by index.
 
-kvtier.hf assembles each layer's keys and values in position order with it, from the T0 store and
-the staged host rows: ``index_select`` + ``index_copy_`` copied every T0 row twice, each index op
+On the CPU kvtier.hf writes new tokens into its T0 store and the T0 rows into each layer's
+position-ordered keys and values with it (the host rows come straight from the pool,
+``Client.stage_at``): ``index_select`` + ``index_copy_`` copied every T0 row twice, each index op
 several times slower per row than a memcpy; copy_rows copies each row once, runs of consecutive
 rows as one memcpy per head. CUDA tensors keep torch's index ops (one kernel each, on the engine's
-stream).
+stream). Needs torch only for the tensors it is given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from ._kvtier import _copy_rows
+
+if TYPE_CHECKING:  # kvtier itself does not need torch
+    import torch
 
 
 def copy_rows(dsts: Sequence[torch.Tensor], srcs: Sequence[torch.Tensor], from_rows: np.ndarray,
