@@ -59,6 +59,15 @@ static int handoff_offline(void) {
   CHECK(kvtier_sequence_adopt(NULL, 1, &adopted) == KVTIER_E_INVALID_ARGUMENT);
   CHECK(kvtier_stage_prefetch(NULL, 1, 0, KVTIER_STAGE_POSITION_ORDER, NULL, 0) == KVTIER_E_INVALID_ARGUMENT);
   CHECK(kvtier_sequence_set_stream(NULL, 1, 0) == KVTIER_E_INVALID_ARGUMENT);
+  {
+    kvtier_stage_target target;
+    memset(&target, 0xAB, sizeof(target));
+    kvtier_stage_target_init(&target);
+    CHECK(target.struct_size == sizeof(target));
+    CHECK(target.k == 0 && target.v == 0 && target.rows == 0 && target.row_offset == 0);
+    kvtier_stage_target_init(NULL); /* ignored */
+    CHECK(kvtier_stage_layer_at(NULL, 1, 0, &target) == KVTIER_E_INVALID_ARGUMENT);
+  }
   return 0;
 }
 
@@ -93,6 +102,15 @@ static int handoff_online(kvtier_client* client, uint32_t sequence) {
     CHECK(kvtier_stage_wait(client, sequence, 0, NULL) == KVTIER_E_INVALID_ARGUMENT);
     CHECK(kvtier_stage_wait(client, sequence, 0, &staged) == KVTIER_E_BAD_STATE);
     CHECK(kvtier_sequence_set_stream(client, sequence, 0) == KVTIER_E_BAD_STATE);
+  }
+  {
+    kvtier_stage_target target;
+    kvtier_stage_target_init(&target);
+    CHECK(kvtier_stage_layer_at(client, sequence, 0, NULL) == KVTIER_E_INVALID_ARGUMENT);
+    target.struct_size = 8; /* too small: refused, never read past */
+    CHECK(kvtier_stage_layer_at(client, sequence, 0, &target) == KVTIER_E_INVALID_ARGUMENT);
+    target.struct_size = sizeof(target);
+    CHECK(kvtier_stage_layer_at(client, sequence, 0, &target) == KVTIER_E_BAD_STATE); /* no attached cache */
   }
   return 0;
 }
