@@ -225,14 +225,9 @@ class Staged:
     """A request's host rows of this forward: its staging slots and one buffer every layer reuses."""
 
     request: Request
-    ids: np.ndarray  # staging slot (flat id) of each host unit, in unit order, int64
+    ids: torch.Tensor  # staging slot (flat id) of each host unit, in unit order
     rows: int
     buffer: torch.Tensor
-    target: np.ndarray = field(init=False)  # the buffer's bytes, for stage_layer (no DLPack export per layer)
-    views: tuple[torch.Tensor, torch.Tensor] | None = None  # staged K and V, [heads, rows, d], once known
-
-    def __post_init__(self) -> None:
-        self.target = self.buffer.view(torch.uint8).numpy()
 
 
 class ForwardState:
@@ -245,7 +240,6 @@ class ForwardState:
                                            for i in range(md.seq_lens.shape[0])]
         self.scores = [None if r is None else torch.zeros(r.units(), dtype=torch.float32) for r in self.rows]
         self.layers_done = 0
-        self.slot_views: tuple[torch.Tensor, torch.Tensor] | None = None  # stage()'s destinations
         # Block scores in table order, [rows, table width]: one layer's, and summed over the layers.
         self.layer_scores: torch.Tensor | None = None
         self.score_sums: torch.Tensor | None = None
@@ -285,7 +279,7 @@ class ForwardState:
             self.visible.append(keep)
             if ids:
                 rows, nbytes = worker.client.t1_rows(r.sequence)
-                self.staged.append(Staged(r, np.array(ids, dtype=np.int64), rows,
+                self.staged.append(Staged(r, torch.tensor(ids), rows,
                                           torch.empty(nbytes // worker.cache.element_size(), dtype=worker.dtype)))
         self.base = base
         self.compacted = bool((self.seq_lens != md.seq_lens).any())
@@ -294,22 +288,16 @@ class ForwardState:
         return self.base + self.layer_mask * (layer * self.worker.num_blocks)
 
     def stage(self, layer: int) -> None:
-        """Copies layer `layer`'s host rows of every tiered row into its staging slots (pool to
-        the request's buffer by libkvtier, buffer to the slots by kvtier.copy_rows, K and V in
-        one call)."""
+        """Copies layer `layer`'s host rows of every tiered row into its staging slots."""
         w = self.worker
         d = w.block_size * w.head_size
         es = w.cache.element_size()
-        if self.slot_views is None:  # every slot's K and V as [heads, slots, d], the same for every layer
-            slots = w.cache.view(-1, w.heads, 2, d)
-            self.slot_views = (slots[:, :, 0].transpose(0, 1), slots[:, :, 1].transpose(0, 1))
+        slots = w.cache.view(-1, w.heads, 2, d)
         for st in self.staged:
-            got = w.client.stage_layer(st.request.sequence, layer, st.target)
+            got = w.client.stage_layer(st.request.sequence, layer, st.buffer)
             n = st.rows * w.heads * d
-            if st.views is None:  # the same offsets in every layer: one buffer, the same rows
-                st.views = tuple(st.buffer[o // es: o // es + n].view(st.rows, w.heads, d).transpose(0, 1)
-                                 for o in (got.k_offset, got.v_offset))
-            kvtier.copy_rows(self.slot_views, st.views, np.arange(st.rows, dtype=np.int64), st.ids)
+            for half, offset in ((0, got.k_offset // es), (1, got.v_offset // es)):
+                slots[:, :, half].index_copy_(0, st.ids, st.buffer[offset:offset + n].view(st.rows, w.heads, d))
             w.bytes_moved += 2 * n * es
 
     # ---- scores ---------------------------------------------------------------------------------------
