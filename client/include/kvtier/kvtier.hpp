@@ -121,6 +121,10 @@ class Client {
   kvtier_status stage_wait(std::uint32_t sequence, std::uint32_t layer, kvtier_staged_layer& out) {
     return kvtier_stage_wait(handle_.get(), sequence, layer, &out);
   }
+  // CPU backend: the layer's host rows straight to their positions in `target` (kvtier.h).
+  kvtier_status stage_layer_at(std::uint32_t sequence, std::uint32_t layer, const kvtier_stage_target& target) {
+    return kvtier_stage_layer_at(handle_.get(), sequence, layer, &target);
+  }
 
   kvtier_status counters(kvtier_client_counters& out) const { return kvtier_client_counters_get(handle_.get(), &out); }
 
