@@ -174,15 +174,11 @@ Status CpuExecutor::prefetch_mixed(std::uint32_t layer, std::span<const std::uin
   const std::size_t rows = slots.size();
   std::byte* const k = host_ptr(out.data);
   std::byte* const v = k + rows * half;
-  scratch_.resize(pool_.row_bytes);
   for (std::size_t i = 0; i < rows; ++i) {
-    const std::byte* src = pool_.row(layer, slots[i]);
-    if (from_int8[i] != 0) {
-      if (auto s = dequantize_slot(*int8_, layer, slots[i], scratch_.data()); !s) return s;
-      src = scratch_.data();
-    }
-    std::memcpy(k + i * half, src, half);
-    std::memcpy(v + i * half, src + half, half);
+    auto src = host_row(layer, slots[i], from_int8[i] != 0);
+    if (!src) return tl::unexpected(src.error());
+    std::memcpy(k + i * half, *src, half);
+    std::memcpy(v + i * half, *src + half, half);
   }
   out.describe(layer, rows, half, order, positions);
   return {};
@@ -205,20 +201,23 @@ Status CpuExecutor::stage_at(std::uint32_t layer, std::span<const std::uint32_t>
   const std::size_t half = layout_.half_row_bytes();
   std::byte* const k = host_ptr(target.k);
   std::byte* const v = host_ptr(target.v);
-  scratch_.resize(pool_.row_bytes);
   for (std::size_t i = 0; i < slots.size(); ++i) {
-    const std::byte* src = pool_.row(layer, slots[i]);
-    if (!from_int8.empty() && from_int8[i] != 0) {
-      if (auto s = dequantize_slot(*int8_, layer, slots[i], scratch_.data()); !s) return s;
-      src = scratch_.data();
-    }
+    auto src = host_row(layer, slots[i], !from_int8.empty() && from_int8[i] != 0);
+    if (!src) return tl::unexpected(src.error());
     const std::size_t row = (std::size_t{positions[i]} + target.row_offset) * target.token_stride;
     for (std::size_t h = 0; h < layout_.num_kv_heads; ++h) {
-      std::memcpy(k + row + h * target.head_stride, src + h * head, head);
-      std::memcpy(v + row + h * target.head_stride, src + half + h * head, head);
+      std::memcpy(k + row + h * target.head_stride, *src + h * head, head);
+      std::memcpy(v + row + h * target.head_stride, *src + half + h * head, head);
     }
   }
   return {};
+}
+
+Result<const std::byte*> CpuExecutor::host_row(std::uint32_t layer, std::uint32_t slot, bool int8) {
+  if (!int8) return pool_.row(layer, slot);
+  scratch_.resize(pool_.row_bytes);
+  if (auto s = dequantize_slot(*int8_, layer, slot, scratch_.data()); !s) return tl::unexpected(s.error());
+  return scratch_.data();
 }
 
 Status CpuExecutor::restore_int8(std::span<const RowCopy> copies) {

@@ -40,6 +40,9 @@ class CpuExecutor final : public CopyExecutor {
  private:
   Status require_initialized() const;
   Status require_int8() const;
+  // Host row `slot` of one layer (K of every head, then V): the T1 pool's row, or with `int8` the
+  // int8 slot dequantized into scratch_ (valid until the next call). Slots checked by the caller.
+  Result<const std::byte*> host_row(std::uint32_t layer, std::uint32_t slot, bool int8);
   // Copies `copies` of one layer between the cache and `pool` (rows pool.row(layer, slot)).
   void copy_layer(Direction direction, const PoolView& pool, std::span<const RowCopy> copies,
                   std::uint32_t layer) const noexcept;

@@ -28,12 +28,16 @@ void gather_rows(std::byte* dst, const std::byte* src_base, std::size_t row_byte
 
 namespace {
 
-// The first index of `rows` outside [0, limit), or rows.size().
-std::size_t first_out_of_range(std::span<const std::int64_t> rows, std::size_t limit) noexcept {
+// kInvalidArgument naming the first of `rows` outside [0, limit).
+Status check_rows(std::span<const std::int64_t> rows, std::size_t limit, const char* what) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i] < 0 || static_cast<std::uint64_t>(rows[i]) >= limit) return i;
+    if (rows[i] < 0 || static_cast<std::uint64_t>(rows[i]) >= limit) {
+      return make_error(Errc::kInvalidArgument, std::string("copy_rows: ") + what + " row " +
+                                                    std::to_string(rows[i]) + " at " + std::to_string(i) +
+                                                    " is outside [0, " + std::to_string(limit) + ")");
+    }
   }
-  return rows.size();
+  return {};
 }
 
 }  // namespace
@@ -44,16 +48,8 @@ Status copy_rows(const HeadRows& dst, const HeadRows& src, std::size_t heads, st
     return make_error(Errc::kInvalidArgument, "copy_rows: " + std::to_string(from.size()) + " source rows for " +
                                                   std::to_string(to.size()) + " destinations");
   }
-  if (const std::size_t i = first_out_of_range(from, src.rows); i < from.size()) {
-    return make_error(Errc::kInvalidArgument, "copy_rows: source row " + std::to_string(from[i]) + " at " +
-                                                  std::to_string(i) + " is outside [0, " +
-                                                  std::to_string(src.rows) + ")");
-  }
-  if (const std::size_t i = first_out_of_range(to, dst.rows); i < to.size()) {
-    return make_error(Errc::kInvalidArgument, "copy_rows: destination row " + std::to_string(to[i]) + " at " +
-                                                  std::to_string(i) + " is outside [0, " +
-                                                  std::to_string(dst.rows) + ")");
-  }
+  if (auto ok = check_rows(from, src.rows, "source"); !ok) return ok;
+  if (auto ok = check_rows(to, dst.rows, "destination"); !ok) return ok;
   const bool dense = src.token_stride == row_bytes && dst.token_stride == row_bytes;
   for (std::size_t h = 0; h < heads; ++h) {
     const std::byte* s = src.base + h * src.head_stride;

@@ -293,14 +293,8 @@ void bind_staging(nb::class_<ClientObject>& c) {
       "stage_at",
       [](ClientObject& self, std::uint32_t sequence, std::uint32_t layer, std::uintptr_t k, std::uintptr_t v,
          std::size_t rows, std::size_t token_stride, std::size_t head_stride, std::size_t row_offset) {
-        kvtier_stage_target target;
-        kvtier_stage_target_init(&target);
-        target.k = k;
-        target.v = v;
-        target.rows = rows;
-        target.token_stride = token_stride;
-        target.head_stride = head_stride;
-        target.row_offset = row_offset;
+        const kvtier_stage_target target{sizeof(kvtier_stage_target), k, v, rows, token_stride, head_stride,
+                                         row_offset};
         nb::gil_scoped_release release;
         self.stage_at(sequence, layer, target);
       },

@@ -238,12 +238,13 @@ class TieredCache(Cache):
                 "b": b, "row": row, "cols": slice(q - n, q),
                 "new_slots": new_slots.astype(np.int64, copy=False), "new_rows": np.arange(n, dtype=np.int64),
                 "t0_keys": (row.pad + t0).astype(np.int64, copy=False), "t0_slots": row.slots.slot_of[t0],
-                "host": host, "host_keys": (row.pad + host).astype(np.int64, copy=False), "first_new": first,
+                "host": host, "first_new": first,
             })
-            if device.type != "cpu":  # torch's index ops, on the engine's stream
-                for name in ("new_slots", "t0_keys", "t0_slots", "host_keys"):
-                    f["rows"][-1][name] = torch.as_tensor(f["rows"][-1][name], device=device)
-                f["rows"][-1]["new_rows"] = None
+            if device.type != "cpu":  # torch's index ops, on the engine's stream (the CPU stages at positions)
+                r = f["rows"][-1]
+                for name in ("new_slots", "t0_keys", "t0_slots"):
+                    r[name] = torch.as_tensor(r[name], device=device)
+                r["new_rows"], r["host_keys"] = None, torch.as_tensor(row.pad + host, device=device)
         self._length += q
         dead = None
         if not prefill:

@@ -42,7 +42,6 @@ class Row:
     counts: RowCounts = field(default_factory=RowCounts)
     step: int = 0  # next decode step
     _buffers: list[torch.Tensor] = field(default_factory=list)  # CUDA
-    _views: dict = field(default_factory=dict)  # (buffer, rows, K offset, V offset) -> K and V views
     _staged: int = 0  # rows a stage returns this forward
 
     @property
@@ -55,7 +54,6 @@ class Row:
         self.sequence = None
         self.slots.close()
         self._buffers.clear()
-        self._views.clear()
 
     # ---- plans -----------------------------------------------------------------------------
 
@@ -99,7 +97,6 @@ class Row:
         if rows != expected:
             raise RuntimeError(f"libkvtier stages {rows} rows, the cache expects {expected}")
         self._staged = rows
-        self._views.clear()
         if rows == 0 or device.type == "cpu":
             return
         es = torch.empty(0, dtype=dtype).element_size()
@@ -130,16 +127,11 @@ class Row:
             client.stage_prefetch(self.sequence, layer + 1, self._buffers[(layer + 1) % 2],
                                   StagingOrder.POSITION_ORDER)
         got = client.stage_wait(self.sequence, layer)
-        which = layer % 2
-        key = (which, got.rows, got.k_offset, got.v_offset)
-        views = self._views.get(key)
-        if views is None:  # the same for every layer of a forward that lands in this buffer
-            buffer = self._buffers[which]
-            es, n = buffer.element_size(), got.rows * shape[0] * shape[1]
-            views = self._views[key] = tuple(
-                buffer[offset // es: offset // es + n].view(got.rows, *shape).transpose(0, 1)
-                for offset in (got.k_offset, got.v_offset))
-        return views[0], views[1], got.positions
+        buffer = self._buffers[layer % 2]
+        es, n = buffer.element_size(), got.rows * shape[0] * shape[1]
+        k = buffer[got.k_offset // es: got.k_offset // es + n].view(got.rows, *shape).transpose(0, 1)
+        v = buffer[got.v_offset // es: got.v_offset // es + n].view(got.rows, *shape).transpose(0, 1)
+        return k, v, got.positions
 
     def staging_bytes(self) -> int:
         return sum(b.untyped_storage().nbytes() for b in self._buffers)
