@@ -337,6 +337,28 @@ kvtier_status kvtier_stage_layer_at(kvtier_client* client, uint32_t sequence, ui
   });
 }
 
+void kvtier_host_attention_init(kvtier_host_attention* attention) {
+  if (attention == nullptr) return;
+  std::memset(attention, 0, sizeof(*attention));
+  attention->struct_size = sizeof(*attention);
+}
+
+kvtier_status kvtier_attend_host(kvtier_client* client, uint32_t sequence, uint32_t layer,
+                                 const kvtier_host_attention* attention) {
+  return guarded(client, [&](kvtier::client::Client& c) {
+    kvtier_host_attention a;
+    if (!copy_options(attention, sizeof(kvtier_host_attention), a)) {
+      return fail(client, {kvtier::Errc::kInvalidArgument, "attention is NULL or its struct_size is too small"});
+    }
+    auto cache = c.cache(sequence);
+    if (!cache) return fail(client, cache.error());
+    const kvtier::kernels::HostQuery query{a.q, a.q_heads, a.scale};
+    const kvtier::kernels::HostPartial out{a.out, a.lse, a.logits, a.logits_stride};
+    if (auto ok = (*cache)->attend_host(layer, query, out); !ok) return fail(client, ok.error());
+    return KVTIER_OK;
+  });
+}
+
 kvtier_status kvtier_stage_prefetch(kvtier_client* client, uint32_t sequence, uint32_t layer,
                                     kvtier_staging_order order, void* buffer, size_t capacity) {
   return guarded(client, [&](kvtier::client::Client& c) {

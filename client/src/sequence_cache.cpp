@@ -325,17 +325,29 @@ Status SequenceCache::prefetch(std::uint32_t layer, kvtier_staging_order order, 
 }
 
 Status SequenceCache::stage_at(std::uint32_t layer, const kernels::PositionTarget& target) {
+  if (auto ok = host_rows_at_rest(); !ok) return ok;
+  return executor_->stage_at(layer, list_slots_, from_int8(), list_positions_, target);
+}
+
+Status SequenceCache::attend_host(std::uint32_t layer, const kernels::HostQuery& query,
+                                  const kernels::HostPartial& out) {
+  if (auto ok = host_rows_at_rest(); !ok) return ok;
+  return executor_->attend_host(layer, list_slots_, from_int8(), query, out);
+}
+
+Status SequenceCache::host_rows_at_rest() {
   for (const Stage& stage : stages_) {
     if (stage.layer) {
       return make_error(Errc::kBadState, "layer " + std::to_string(*stage.layer) + " is being prefetched");
     }
   }
   build_lists(KVTIER_STAGE_POSITION_ORDER);
-  if (!t2_.empty()) {
-    if (auto ok = bind_int8(); !ok) return ok;
-  }
-  const std::span<const std::uint8_t> from_int8 = t2_.empty() ? std::span<const std::uint8_t>{} : list_t2_;
-  return executor_->stage_at(layer, list_slots_, from_int8, list_positions_, target);
+  if (!t2_.empty()) return bind_int8();
+  return {};
+}
+
+std::span<const std::uint8_t> SequenceCache::from_int8() const {
+  return t2_.empty() ? std::span<const std::uint8_t>{} : std::span<const std::uint8_t>{list_t2_};
 }
 
 Result<kvtier_staged_layer> SequenceCache::wait(std::uint32_t layer) {

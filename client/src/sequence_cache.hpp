@@ -58,6 +58,10 @@ class SequenceCache {
   // Layer `layer`'s T1 and T2 rows straight to their positions in the engine's `target` (the
   // executor's stage_at: CPU backend only). kBadState while a layer is in flight.
   Status stage_at(std::uint32_t layer, const kernels::PositionTarget& target);
+  // Attends a decode query over one layer's T1 and T2 rows where they live, in position order
+  // (logits column i: the i-th host position, ascending; executor's attend_host: CPU backend
+  // only). kBadState while a layer is in flight.
+  Status attend_host(std::uint32_t layer, const kernels::HostQuery& query, const kernels::HostPartial& out);
   // The engine's compute stream (CUDA: a cudaStream_t; the CPU backend ignores it).
   void set_compute_stream(std::uintptr_t stream) noexcept { executor_->set_compute_stream(stream); }
   // Rows a stage returns: T1 and T2.
@@ -95,6 +99,10 @@ class SequenceCache {
   Status restore_t2(std::span<const kernels::RowCopy> copies);
   // Binds int8_ to executor_ (create() does, once).
   Status bind_int8();
+  // Before stage_at and attend_host: no layer in flight (else kBadState), the lists in position
+  // order, the int8 pool bound when T2 rows exist. from_int8: their flags (empty without T2).
+  Status host_rows_at_rest();
+  std::span<const std::uint8_t> from_int8() const;
   // Hand-off moves (sequence_cache.cpp). check_peer_moves validates every KVTIER_TPEER move and
   // lists the T0 ones as {hbm slot, peer slot}; copy_from_peer copies those rows.
   Status check_peer_moves(const kvtier_plan& plan, std::span<const std::uint32_t> hbm_slots,

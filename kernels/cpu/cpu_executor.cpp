@@ -213,6 +213,28 @@ Status CpuExecutor::stage_at(std::uint32_t layer, std::span<const std::uint32_t>
   return {};
 }
 
+Status CpuExecutor::attend_host(std::uint32_t layer, std::span<const std::uint32_t> slots,
+                                std::span<const std::uint8_t> from_int8, const HostQuery& query,
+                                const HostPartial& out) {
+  if (auto s = require_initialized(); !s) return s;
+  const bool any_int8 = std::any_of(from_int8.begin(), from_int8.end(), [](std::uint8_t f) { return f != 0; });
+  if (any_int8) {
+    if (auto s = require_int8(); !s) return s;
+  }
+  if (auto s = validate_host_rows("attend_host", pool_, any_int8 ? int8_->slots() : 0, layer, slots, from_int8); !s) {
+    return s;
+  }
+  if (auto s = validate_host_attention(layout_, query, out, slots.size()); !s) return s;
+  PartialAttention attention(layout_, query, out);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    auto row = host_row(layer, slots[i], !from_int8.empty() && from_int8[i] != 0);
+    if (!row) return tl::unexpected(row.error());
+    attention.add(*row);
+  }
+  attention.finish();
+  return {};
+}
+
 Result<const std::byte*> CpuExecutor::host_row(std::uint32_t layer, std::uint32_t slot, bool int8) {
   if (!int8) return pool_.row(layer, slot);
   scratch_.resize(pool_.row_bytes);

@@ -34,6 +34,9 @@ class CpuExecutor final : public CopyExecutor {
   Status restore_int8(std::span<const RowCopy> copies) override;
   Status stage_at(std::uint32_t layer, std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8,
                   std::span<const std::uint32_t> positions, const PositionTarget& target) override;
+  Status attend_host(std::uint32_t layer, std::span<const std::uint32_t> slots,
+                     std::span<const std::uint8_t> from_int8, const HostQuery& query,
+                     const HostPartial& out) override;
   Status wait(std::uint32_t layer) override;
   Status synchronize() override;
 

@@ -1,4 +1,4 @@
-// backend_name and CopyExecutor's default stage_at (executor.hpp). Naming a backend needs no
+// backend_name and CopyExecutor's default stage_at and attend_host (executor.hpp). Naming a backend needs no
 // factory: make_executor and backend_built live in kvtier_kernels_factory (executor_factory.cpp).
 #include <string>
 #include <string_view>
@@ -22,6 +22,13 @@ Status CopyExecutor::stage_at(std::uint32_t /*layer*/, std::span<const std::uint
                               std::span<const std::uint32_t> /*positions*/, const PositionTarget& /*target*/) {
   return make_error(Errc::kUnavailable, "stage_at: the " + std::string(backend_name(backend())) +
                                             " backend stages through prefetch only");
+}
+
+Status CopyExecutor::attend_host(std::uint32_t /*layer*/, std::span<const std::uint32_t> /*slots*/,
+                                 std::span<const std::uint8_t> /*from_int8*/, const HostQuery& /*query*/,
+                                 const HostPartial& /*out*/) {
+  return make_error(Errc::kUnavailable, "attend_host: the " + std::string(backend_name(backend())) +
+                                            " backend does not attend host rows");
 }
 
 }  // namespace kvtier::kernels

@@ -1,7 +1,8 @@
-// Validation of prefetch and stage_at requests, shared by every executor backend.
+// Validation of prefetch, stage_at and attend_host requests, shared by every executor backend.
 #include "kvtier/kernels/staging.hpp"
 
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace kvtier::kernels {
@@ -15,14 +16,12 @@ std::string num(std::size_t value) { return std::to_string(value); }
 
 }  // namespace
 
-Status validate_position_target(const PoolView& pool, std::uint32_t int8_slots, std::uint32_t layer,
-                                std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8,
-                                std::span<const std::uint32_t> positions, const PositionTarget& target) {
-  const auto bad = [](std::string message) {
-    return make_error(Errc::kInvalidArgument, "stage_at: " + std::move(message));
+Status validate_host_rows(std::string_view op, const PoolView& pool, std::uint32_t int8_slots, std::uint32_t layer,
+                          std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8) {
+  const auto bad = [op](std::string message) {
+    return make_error(Errc::kInvalidArgument, std::string(op) + ": " + std::move(message));
   };
   if (layer >= pool.num_layers) return bad("layer " + num(layer) + " >= num_layers " + num(pool.num_layers));
-  if (positions.size() != slots.size()) return bad(num(positions.size()) + " positions for " + num(slots.size()) + " slots");
   if (!from_int8.empty() && from_int8.size() != slots.size()) {
     return bad(num(from_int8.size()) + " int8 flags for " + num(slots.size()) + " slots");
   }
@@ -32,8 +31,21 @@ Status validate_position_target(const PoolView& pool, std::uint32_t int8_slots, 
     if (slots[i] >= limit) {
       return bad("slot " + num(i) + " is " + (int8 ? "int8" : "pool") + " slot " + num(slots[i]) + " >= " + num(limit));
     }
-    if (std::size_t{positions[i]} + target.row_offset >= target.rows) {
-      return bad("position " + num(positions[i]) + " + offset " + num(target.row_offset) + " is outside the " +
+  }
+  return {};
+}
+
+Status validate_position_target(const PoolView& pool, std::uint32_t int8_slots, std::uint32_t layer,
+                                std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8,
+                                std::span<const std::uint32_t> positions, const PositionTarget& target) {
+  const auto bad = [](std::string message) {
+    return make_error(Errc::kInvalidArgument, "stage_at: " + std::move(message));
+  };
+  if (auto ok = validate_host_rows("stage_at", pool, int8_slots, layer, slots, from_int8); !ok) return ok;
+  if (positions.size() != slots.size()) return bad(num(positions.size()) + " positions for " + num(slots.size()) + " slots");
+  for (const std::uint32_t position : positions) {
+    if (std::size_t{position} + target.row_offset >= target.rows) {
+      return bad("position " + num(position) + " + offset " + num(target.row_offset) + " is outside the " +
                  num(target.rows) + " destination rows");
     }
   }

@@ -68,6 +68,15 @@ static int handoff_offline(void) {
     kvtier_stage_target_init(NULL); /* ignored */
     CHECK(kvtier_stage_layer_at(NULL, 1, 0, &target) == KVTIER_E_INVALID_ARGUMENT);
   }
+  {
+    kvtier_host_attention attention;
+    memset(&attention, 0xAB, sizeof(attention));
+    kvtier_host_attention_init(&attention);
+    CHECK(attention.struct_size == sizeof(attention));
+    CHECK(attention.q == NULL && attention.q_heads == 0 && attention.scale == 0.0f && attention.logits == NULL);
+    kvtier_host_attention_init(NULL); /* ignored */
+    CHECK(kvtier_attend_host(NULL, 1, 0, &attention) == KVTIER_E_INVALID_ARGUMENT);
+  }
   return 0;
 }
 
@@ -111,6 +120,15 @@ static int handoff_online(kvtier_client* client, uint32_t sequence) {
     CHECK(kvtier_stage_layer_at(client, sequence, 0, &target) == KVTIER_E_INVALID_ARGUMENT);
     target.struct_size = sizeof(target);
     CHECK(kvtier_stage_layer_at(client, sequence, 0, &target) == KVTIER_E_BAD_STATE); /* no attached cache */
+  }
+  {
+    kvtier_host_attention attention;
+    kvtier_host_attention_init(&attention);
+    CHECK(kvtier_attend_host(client, sequence, 0, NULL) == KVTIER_E_INVALID_ARGUMENT);
+    attention.struct_size = 8; /* too small: refused, never read past */
+    CHECK(kvtier_attend_host(client, sequence, 0, &attention) == KVTIER_E_INVALID_ARGUMENT);
+    attention.struct_size = sizeof(attention);
+    CHECK(kvtier_attend_host(client, sequence, 0, &attention) == KVTIER_E_BAD_STATE); /* no attached cache */
   }
   return 0;
 }

@@ -393,6 +393,34 @@ KVTIER_API void kvtier_stage_target_init(kvtier_stage_target* target);
 KVTIER_API kvtier_status kvtier_stage_layer_at(kvtier_client* client, uint32_t sequence, uint32_t layer,
                                                const kvtier_stage_target* target);
 
+/* One decode query's attention over a layer's T1 and T2 rows where they live, instead of staging
+ * them (DESIGN §6), as a partial result the engine merges with its attention over its own keys:
+ *   lse = ln(exp(lse_A) + exp(lse_B))     out = exp(lse_A - lse) * out_A + exp(lse_B - lse) * out_B
+ * q: q_heads rows of head_dim float32, head h at q + h * head_dim, reading KV head
+ * h / (q_heads / num_kv_heads); scale: usually head_dim^-1/2. Results, float32 in host memory:
+ * out [q_heads, head_dim], lse [q_heads] (natural log; -inf with no host rows, out then 0) and,
+ * when logits is not NULL, scale * q.k of host row i at logits[h * logits_stride + i]
+ * (logits_stride >= the host rows; rows in ascending position order). */
+typedef struct kvtier_host_attention {
+  size_t struct_size;
+  const float* q;
+  uint32_t q_heads;
+  float scale;
+  float* out;
+  float* lse;
+  float* logits;
+  size_t logits_stride;
+} kvtier_host_attention;
+
+KVTIER_API void kvtier_host_attention_init(kvtier_host_attention* attention);
+
+/* Runs `attention` over layer `layer`'s host rows (T2 dequantized), complete when it returns;
+ * float32 arithmetic in a fixed order (the same bits for the same rows and query). CPU backend
+ * only (KVTIER_E_UNAVAILABLE on CUDA); KVTIER_E_INVALID_ARGUMENT, nothing written, for a bad layer,
+ * query or logits_stride; KVTIER_E_BAD_STATE while a layer of the sequence is prefetched. */
+KVTIER_API kvtier_status kvtier_attend_host(kvtier_client* client, uint32_t sequence, uint32_t layer,
+                                            const kvtier_host_attention* attention);
+
 /* The engine's compute stream for this sequence's copies (a cudaStream_t; 0 = none, the default).
  * With one, copies wait for the work already queued on it before touching memory, restored
  * tokens are complete before work queued after kvtier_plan_execute, and kvtier_stage_wait makes

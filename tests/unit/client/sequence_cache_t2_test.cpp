@@ -1,8 +1,8 @@
 // SequenceCache with an int8 (T2) pool, driven by hand-made plans over host memory: T1 -> T2
 // switches reads to rows the "daemon" (this test) quantized, T2 -> T0 dequantizes into the
 // engine's slot, T2 -> T3 drops, staging merges exact T1 rows with dequantized T2 rows (into a
-// buffer, or straight to their positions with stage_at), and every refused plan leaves cache,
-// pool and residency untouched.
+// buffer, or straight to their positions with stage_at; attended where they live with
+// attend_host), and every refused plan leaves cache, pool and residency untouched.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -299,6 +299,38 @@ TEST_F(SequenceCacheT2, StageAtIsRefusedWhileALayerIsPrefetched) {
   EXPECT_EQ(cache_->stage_at(1, target).error().code, Errc::kBadState);
   ASSERT_TRUE(cache_->wait(0));
   EXPECT_TRUE(cache_->stage_at(1, target));
+}
+
+// attend_host reads the host rows (T2 dequantized) in ascending position order: the same bits as
+// the accumulator over the rows a position-order stage returns.
+TEST_F(SequenceCacheT2, AttendHostReadsTheHostRowsInPositionOrder) {
+  demote_two();
+  constexpr std::uint32_t kQHeads = 4;
+  std::vector<float> q(kQHeads * kDim);
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>((i * 29) % 13) * 0.2f - 1.0f;
+  const kernels::HostQuery query{q.data(), kQHeads, 0.35f};
+  auto layout = kernels::make_hf_layout(kLayers, kHeads, kDim, kernels::KvDtype::kF32, kSlots, k_base_, v_base_);
+  for (std::uint32_t l = 0; l < kLayers; ++l) {
+    const Staged want = stage(l, KVTIER_STAGE_POSITION_ORDER);
+    ASSERT_EQ(want.layer.rows, 4u);
+    std::vector<float> out(kQHeads * kDim), lse(kQHeads), logits(kQHeads * 4);
+    std::vector<float> want_out(out.size()), want_lse(lse.size()), want_logits(logits.size());
+    const kernels::HostPartial expected{want_out.data(), want_lse.data(), want_logits.data(), 4};
+    kernels::PartialAttention attention(layout, query, expected);
+    for (std::size_t i = 0; i < want.layer.rows; ++i) attention.add(want.row(i).data());
+    attention.finish();
+    ASSERT_TRUE(cache_->attend_host(l, query, {out.data(), lse.data(), logits.data(), 4}));
+    EXPECT_EQ(out, want_out);
+    EXPECT_EQ(lse, want_lse);
+    EXPECT_EQ(logits, want_logits);
+  }
+  Bytes buffer(cache_->stage_bytes());
+  std::vector<float> out(kQHeads * kDim), lse(kQHeads);
+  ASSERT_TRUE(cache_->prefetch(0, KVTIER_STAGE_COMPACT, buffer.data(), buffer.size()));
+  EXPECT_EQ(cache_->attend_host(1, query, {out.data(), lse.data(), nullptr, 0}).error().code, Errc::kBadState);
+  ASSERT_TRUE(cache_->wait(0));
+  EXPECT_EQ(cache_->attend_host(kLayers, query, {out.data(), lse.data(), nullptr, 0}).error().code,
+            Errc::kInvalidArgument);
 }
 
 // Double buffering: layer 1 prefetched while layer 0 is still in flight; each wait returns what

@@ -29,6 +29,7 @@
 #include <string_view>
 
 #include "kvtier/kernels/copy_plan.hpp"
+#include "kvtier/kernels/host_attention.hpp"
 #include "kvtier/kernels/kv_layout.hpp"
 #include "kvtier/kernels/pool_view.hpp"
 #include "kvtier/kernels/quantize.hpp"
@@ -155,6 +156,16 @@ class CopyExecutor {
   virtual Status stage_at(std::uint32_t layer, std::span<const std::uint32_t> slots,
                           std::span<const std::uint8_t> from_int8, std::span<const std::uint32_t> positions,
                           const PositionTarget& target);
+
+  // Attends one decode query over one layer's host rows where they live (host_attention.hpp)
+  // instead of staging them: row i is pool slot slots[i], or int8 slot slots[i] dequantized where
+  // from_int8[i] != 0 (from_int8 may be empty: all T1), added in list order (logits column i).
+  // Complete when it returns. kInvalidArgument, nothing written, when validate_host_rows or
+  // validate_host_attention fails; kBadState before initialize or, with flagged rows, without
+  // bind_int8. The base returns kUnavailable: only the CPU backend implements it.
+  virtual Status attend_host(std::uint32_t layer, std::span<const std::uint32_t> slots,
+                             std::span<const std::uint8_t> from_int8, const HostQuery& query,
+                             const HostPartial& out);
 
   // Waits for this layer's prefetches issued so far.
   virtual Status wait(std::uint32_t layer) = 0;

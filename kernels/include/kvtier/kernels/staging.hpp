@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "kvtier/kernels/pool_view.hpp"
@@ -75,9 +76,14 @@ struct PositionTarget {
   std::size_t row_offset = 0;
 };
 
-// Checks a stage_at request: layer < pool.num_layers; one position per slot; from_int8 empty or
-// one flag per slot; each slot below the slots of its pool (`int8_slots` for flagged rows); each
-// position + row_offset below target.rows; non-null k and v when there are rows.
+// Checks one layer's list of host rows: layer < pool.num_layers; from_int8 empty or one flag per
+// slot; each slot below the slots of its pool (`int8_slots` for flagged rows). kInvalidArgument,
+// the message prefixed by `op`, naming the first bad entry.
+Status validate_host_rows(std::string_view op, const PoolView& pool, std::uint32_t int8_slots, std::uint32_t layer,
+                          std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8);
+
+// Checks a stage_at request: validate_host_rows; one position per slot; each position +
+// row_offset below target.rows; non-null k and v when there are rows.
 // kInvalidArgument naming the first bad entry.
 Status validate_position_target(const PoolView& pool, std::uint32_t int8_slots, std::uint32_t layer,
                                 std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8,
