@@ -36,6 +36,9 @@ Status validate_host_attention(const KvLayout& layout, const HostQuery& query, c
     return bad(std::to_string(query.q_heads) + " query heads are not a multiple of " +
                std::to_string(layout.num_kv_heads) + " KV heads");
   }
+  if (query.head_dim != layout.head_dim) {
+    return bad("head_dim " + std::to_string(query.head_dim) + " is not the cache's " + std::to_string(layout.head_dim));
+  }
   if (!std::isfinite(query.scale)) return bad("the scale is not finite");
   if (out.logits != nullptr && out.logits_stride < rows) {
     return bad("logits_stride " + std::to_string(out.logits_stride) + " < " + std::to_string(rows) + " rows");

@@ -396,15 +396,15 @@ KVTIER_API kvtier_status kvtier_stage_layer_at(kvtier_client* client, uint32_t s
 /* One decode query's attention over a layer's T1 and T2 rows where they live, instead of staging
  * them (DESIGN §6), as a partial result the engine merges with its attention over its own keys:
  *   lse = ln(exp(lse_A) + exp(lse_B))     out = exp(lse_A - lse) * out_A + exp(lse_B - lse) * out_B
- * q: q_heads rows of head_dim float32, head h at q + h * head_dim, reading KV head
- * h / (q_heads / num_kv_heads); scale: usually head_dim^-1/2. Results, float32 in host memory:
+ * q: q_heads rows of head_dim float32 (head_dim: the attached cache's), head h at q + h * head_dim,
+ * reading KV head h / (q_heads / num_kv_heads); scale: usually head_dim^-1/2. Results, float32 in host memory:
  * out [q_heads, head_dim], lse [q_heads] (natural log; -inf with no host rows, out then 0) and,
  * when logits is not NULL, scale * q.k of host row i at logits[h * logits_stride + i]
  * (logits_stride >= the host rows; rows in ascending position order). */
 typedef struct kvtier_host_attention {
   size_t struct_size;
   const float* q;
-  uint32_t q_heads;
+  uint32_t q_heads, head_dim;
   float scale;
   float* out;
   float* lse;

@@ -644,6 +644,11 @@ class Client:
         Stages layer `layer`'s T1 and T2 rows straight to their positions in the engine's host memory (kvtier_stage_layer_at): KV head h of position p at k + (p + row_offset) * token_stride + h * head_stride (V from v), strides in bytes, every p + row_offset below rows (e.g. an HF [kv_heads, length, head_dim] tensor's data_ptr()). One copy per row, no staging buffer; complete on return. CPU backend only (UnavailableError on CUDA); InvalidArgumentError, nothing written, for a position outside; BadStateError while a layer is prefetched.
         """
 
+    def attend_host(self, sequence: int, layer: int, *, q: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], scale: float, out: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu')], lse: Annotated[NDArray[numpy.float32], dict(shape=(None,), order='C', device='cpu')], logits: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu')] | None = None) -> None:
+        """
+        One decode query's attention over layer `layer`'s T1 and T2 rows where they live (kvtier_attend_host), as a partial result to merge with the engine's attention over its own keys by log-sum-exp. q: [q_heads, head_dim] float32 (head_dim the cache's); writes out [q_heads, head_dim], lse [q_heads] (natural log, -inf with no host rows) and, when given, logits [q_heads, >= host rows]: scale * q.k of the i-th host row (ascending positions) in column i. Contiguous float32 CPU arrays or tensors. Complete on return. CPU backend only (UnavailableError on CUDA); InvalidArgumentError, nothing written, for bad shapes or layer; BadStateError while a layer is prefetched.
+        """
+
     def set_stream(self, sequence: int, stream: int) -> None:
         """
         The engine's compute stream for this sequence's copies (a cudaStream_t as an int, e.g. torch.cuda.current_stream().cuda_stream; 0 = none). Copies then wait for work already queued on it and stage_wait makes the stream wait instead of blocking. The CPU backend ignores it. Needs an attached cache.

@@ -255,6 +255,13 @@ void PyClient::stage_at(std::uint32_t sequence, std::uint32_t layer, const kvtie
   }
 }
 
+void PyClient::attend_host(std::uint32_t sequence, std::uint32_t layer, const kvtier_host_attention& attention) {
+  std::lock_guard lock(mu_);
+  if (const auto st = kvtier_attend_host(handle_locked("attend_host"), sequence, layer, &attention); st != KVTIER_OK) {
+    fail(st);
+  }
+}
+
 void PyClient::set_stream(std::uint32_t sequence, std::uintptr_t stream) {
   std::lock_guard lock(mu_);
   if (const auto st = kvtier_sequence_set_stream(handle_locked("set_stream"), sequence, stream); st != KVTIER_OK) {

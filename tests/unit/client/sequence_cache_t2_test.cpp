@@ -308,7 +308,7 @@ TEST_F(SequenceCacheT2, AttendHostReadsTheHostRowsInPositionOrder) {
   constexpr std::uint32_t kQHeads = 4;
   std::vector<float> q(kQHeads * kDim);
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>((i * 29) % 13) * 0.2f - 1.0f;
-  const kernels::HostQuery query{q.data(), kQHeads, 0.35f};
+  const kernels::HostQuery query{q.data(), kQHeads, kDim, 0.35f};
   auto layout = kernels::make_hf_layout(kLayers, kHeads, kDim, kernels::KvDtype::kF32, kSlots, k_base_, v_base_);
   for (std::uint32_t l = 0; l < kLayers; ++l) {
     const Staged want = stage(l, KVTIER_STAGE_POSITION_ORDER);

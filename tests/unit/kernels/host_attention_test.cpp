@@ -89,7 +89,7 @@ Partial attend(KvDtype dtype, const std::vector<float>& q, const std::vector<std
   Partial p;
   const HostPartial out = p.view(rows);
   const KvLayout l = layout(dtype);
-  const HostQuery query{q.data(), kQHeads, scale};
+  const HostQuery query{q.data(), kQHeads, kDim, scale};
   EXPECT_TRUE(validate_host_attention(l, query, out, rows));
   PartialAttention attention(l, query, out);
   for (std::size_t i = 0; i < rows; ++i) attention.add(bytes.data() + i * l.row_bytes());
@@ -156,14 +156,15 @@ TEST(PartialAttention, RequestChecksRefuseABadQueryOrStride) {
     const Status s = validate_host_attention(l, query, o, rows);
     return s ? Errc::kOk : s.error().code;
   };
-  EXPECT_EQ(code({q.data(), kQHeads, 0.5f}, out, 4), Errc::kOk);
-  EXPECT_EQ(code({nullptr, kQHeads, 0.5f}, out, 4), Errc::kInvalidArgument);
-  EXPECT_EQ(code({q.data(), 5, 0.5f}, out, 4), Errc::kInvalidArgument);  // not a multiple of 2 KV heads
-  EXPECT_EQ(code({q.data(), 0, 0.5f}, out, 4), Errc::kInvalidArgument);
-  EXPECT_EQ(code({q.data(), kQHeads, std::numeric_limits<float>::infinity()}, out, 4), Errc::kInvalidArgument);
-  EXPECT_EQ(code({q.data(), kQHeads, 0.5f}, out, 5), Errc::kInvalidArgument);  // logits_stride 4 < 5 rows
-  EXPECT_EQ(code({q.data(), kQHeads, 0.5f}, HostPartial{out.out, nullptr, nullptr, 0}, 4), Errc::kInvalidArgument);
-  EXPECT_EQ(code({q.data(), kQHeads, 0.5f}, HostPartial{out.out, out.lse, nullptr, 0}, 9), Errc::kOk);  // no logits
+  EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, out, 4), Errc::kOk);
+  EXPECT_EQ(code({nullptr, kQHeads, kDim, 0.5f}, out, 4), Errc::kInvalidArgument);
+  EXPECT_EQ(code({q.data(), 5, kDim, 0.5f}, out, 4), Errc::kInvalidArgument);  // not a multiple of 2 KV heads
+  EXPECT_EQ(code({q.data(), 0, kDim, 0.5f}, out, 4), Errc::kInvalidArgument);
+  EXPECT_EQ(code({q.data(), kQHeads, kDim, std::numeric_limits<float>::infinity()}, out, 4), Errc::kInvalidArgument);
+  EXPECT_EQ(code({q.data(), kQHeads, kDim + 1, 0.5f}, out, 4), Errc::kInvalidArgument);  // not the layout's
+  EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, out, 5), Errc::kInvalidArgument);  // logits_stride 4 < 5 rows
+  EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, HostPartial{out.out, nullptr, nullptr, 0}, 4), Errc::kInvalidArgument);
+  EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, HostPartial{out.out, out.lse, nullptr, 0}, 9), Errc::kOk);  // no logits
 }
 
 // The CPU executor attends pool rows of one layer in list order: the same bits as the
@@ -182,7 +183,7 @@ TEST(AttendHost, CpuExecutorAttendsTheListedPoolRowsOfOneLayer) {
   const KvLayout l = make_hf_layout(kLayers, kKvHeads, kDim, KvDtype::kF32, 8, kb, vb);
   auto executor = std::move(*make_executor(Backend::kCpu));
   const std::vector<float> q = random_floats(kQHeads * kDim, 5, 1.0f);
-  const HostQuery query{q.data(), kQHeads, 0.25f};
+  const HostQuery query{q.data(), kQHeads, kDim, 0.25f};
   Partial early;
   EXPECT_EQ(executor->attend_host(1, {}, {}, query, early.view(0)).error().code, Errc::kBadState);  // no initialize
   ASSERT_TRUE(executor->initialize(l, view));

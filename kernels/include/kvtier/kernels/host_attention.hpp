@@ -27,8 +27,9 @@ namespace kvtier::kernels {
 // The query of one token: q_heads rows of head_dim float32, head h at q + h * head_dim.
 struct HostQuery {
   const float* q = nullptr;
-  std::uint32_t q_heads = 0;  // a multiple of the KV heads
-  float scale = 0.0f;         // usually head_dim^-1/2
+  std::uint32_t q_heads = 0;   // a multiple of the KV heads
+  std::uint32_t head_dim = 0;  // the layout's (a caller states it, so a mismatch is refused)
+  float scale = 0.0f;          // usually head_dim^-1/2
 };
 
 // Where the partial result goes. Not owned.
@@ -40,7 +41,7 @@ struct HostPartial {
 };
 
 // Checks a request over `rows` rows of `layout`'s geometry: q, out and lse non-null, q_heads a
-// non-zero multiple of num_kv_heads, a finite scale, logits_stride >= rows when logits is set.
+// non-zero multiple of num_kv_heads, head_dim the layout's, a finite scale, logits_stride >= rows when logits is set.
 // kInvalidArgument naming the field.
 Status validate_host_attention(const KvLayout& layout, const HostQuery& query, const HostPartial& out,
                                std::size_t rows);
