@@ -8,6 +8,8 @@ and model (SmolLM2-135M-Instruct from its PyPI package; tests/models/smollm2.py)
                speed is not measured, said so in the output)
   tiered β     kvtier.hf.TieredCache at hbm_ratio β (r = 0: bit-identical outputs), through a real
                kvtierd, at the paper's k_s 4, k_w 128, Δ 64
+  host β       the same with host_attention=True (CPU only: host rows attended in the pool and
+               merged by log-sum-exp, exact up to rounding; kvtier.hf.split)
 
 For each: tokens per second of the whole generate() (ratio to dynamic), KV bytes allocated (the
 tensors' storage bytes: DynamicCache's at the end of the chain, TieredCache's peak including one
@@ -33,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "models"))
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 
-GOALS = {"kv_bytes_beta0.3": 0.40, "step_time_beta0.3": 1.10, "moved_vs_offloading_beta0.3": 0.10}
+GOALS = {f"{what}_{kind}0.3": goal for kind in ("beta", "host")
+         for what, goal in (("kv_bytes", 0.40), ("step_time", 1.10), ("moved_vs_offloading", 0.10))}
 
 
 def run_one(model, prompt, new: int, kind: str, socket: str, beta: float | None, device: str) -> dict:
@@ -48,9 +51,10 @@ def run_one(model, prompt, new: int, kind: str, socket: str, beta: float | None,
         torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated() if cuda else 0
     tiered = None
-    if kind == "tiered":
+    if kind in ("tiered", "host"):
         tiered = TieredCache(model, socket_path=socket, max_length=prompt.shape[1] + new, hbm_ratio=beta,
-                             evict_ratio=0.0, eos_token_id=[])  # generate() runs past EOS here
+                             evict_ratio=0.0, eos_token_id=[],  # generate() runs past EOS here
+                             host_attention=kind == "host")
         cache = tiered
     else:
         cache = DynamicCache(config=model.config, offloading=kind == "offloading")
@@ -62,7 +66,7 @@ def run_one(model, prompt, new: int, kind: str, socket: str, beta: float | None,
         torch.cuda.synchronize()
     seconds = time.perf_counter() - started
     steps = new - 1  # decode forwards after the prefill
-    row = {"cache": kind if beta is None else f"tiered {beta}", "seconds": seconds, "tokens_per_s": new / seconds,
+    row = {"cache": kind if beta is None else f"{kind} {beta}", "seconds": seconds, "tokens_per_s": new / seconds,
            "tokens": out[0].tolist(), "cuda_peak_bytes": torch.cuda.max_memory_allocated() - base if cuda else None}
     if tiered is not None:
         tiered.close()
@@ -110,6 +114,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=1024)
     parser.add_argument("--problem", type=int, default=0)
     parser.add_argument("--betas", default="0.3,0.5")
+    parser.add_argument("--host-betas", default="0.3,0.5", help="host_attention runs (CPU only; '' for none)")
     parser.add_argument("--attn", default="sdpa", help="the model's attention implementation (eager, sdpa, ...)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -129,7 +134,9 @@ def main() -> None:
     model = model.to(device)
     prompt = smollm2.prompts(tok)[args.problem].to(device)
     betas = [float(b) for b in args.betas.split(",")]
-    kinds = [("dynamic", None)] + ([("offloading", None)] if device == "cuda" else []) + [("tiered", b) for b in betas]
+    host_betas = [float(b) for b in args.host_betas.split(",") if b] if device == "cpu" else []
+    kinds = ([("dynamic", None)] + ([("offloading", None)] if device == "cuda" else []) +
+             [("tiered", b) for b in betas] + [("host", b) for b in host_betas])
     print(f"hf_bench: {smollm2.DESCRIPTION}, {args.attn}, {device}, prompt {prompt.shape[1]} + {args.new_tokens} "
           f"tokens, {args.rounds} round(s)", flush=True)
     results: dict[str, list[dict]] = {}
@@ -157,16 +164,17 @@ def main() -> None:
         moved = offload_moved if name == "offloading" else m["moved_per_step"]
         print(f"| {name} | {m['tokens_per_s']:.1f} | {m['tokens_per_s'] / dyn['tokens_per_s']:.3f} | "
               f"{m['kv_bytes'] / 1e6:.2f} MB | {m['kv_bytes'] / dyn['kv_bytes']:.3f} | {moved / 1e3:.1f} kB | {same} |")
-        if name.startswith("tiered"):
-            b = name.split()[1]
-            ratios[f"kv_bytes_beta{b}"] = m["kv_bytes"] / dyn["kv_bytes"]
-            ratios[f"step_time_beta{b}"] = m["seconds"] / dyn["seconds"]
-            ratios[f"moved_vs_offloading_beta{b}"] = m["moved_per_step"] / offload_moved
+        if name.startswith(("tiered", "host")):
+            kind, b = name.split()
+            tag = ("beta" if kind == "tiered" else "host") + b
+            ratios[f"kv_bytes_{tag}"] = m["kv_bytes"] / dyn["kv_bytes"]
+            ratios[f"step_time_{tag}"] = m["seconds"] / dyn["seconds"]
+            ratios[f"moved_vs_offloading_{tag}"] = m["moved_per_step"] / offload_moved
     print(f"offloading cache: {offload_moved / 1e6:.2f} MB moved per step, {how}")
     length = prompt.shape[1] + args.new_tokens - 1
     protected = prompt.shape[1] + 4 + 128  # prompt + k_s + k_w: always T0
     for name, rows in results.items():
-        if name.startswith("tiered"):
+        if name.startswith(("tiered", "host")):
             beta = float(name.split()[1])
             floor = (protected + beta * (length - protected)) / length
             print(f"{name}: T0 at the end {rows[0]['t0_end']} of {length} tokens ({rows[0]['t0_end'] / length:.3f}); "

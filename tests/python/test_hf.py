@@ -99,6 +99,39 @@ def test_any_attention_implementation_is_exact_and_scored(daemon, attn):
     release_model(m)
 
 
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_host_attention_gives_the_default_caches_logits_up_to_rounding(daemon, attn):
+    """host_attention: each decode step attends the T0 storage and the pool's host rows apart and
+    merges them by log-sum-exp (kvtier.hf.split). Exact up to float32 rounding, so the logits of
+    every step are compared with DynamicCache's over the same tokens (teacher forcing: a token
+    that rounding flips does not end the comparison); no layer is assembled, no host row copied."""
+    m = make_model(attn)
+    prompt = torch.randint(1, 128, (1, PROMPT), generator=torch.Generator().manual_seed(3))
+    stats = {}
+    for host in (True, False):
+        with TieredCache(m, socket_path=daemon.socket, max_length=PROMPT + NEW, hbm_ratio=0.3, host_attention=host,
+                         **TIERING) as cache:
+            tokens, logits = generate(m, prompt, cache)
+            stats[host] = cache.stats
+            if host:
+                with torch.no_grad():
+                    want = m(tokens[:, :-1]).logits[0, PROMPT - 1:]
+                torch.testing.assert_close(logits[:, 0], want, rtol=0, atol=1e-4)
+    host, staged = stats[True], stats[False]
+    assert host.rows_offloaded > 0 and host.tokens_host > 0  # host rows were attended in the pool
+    assert host.peak_transient_bytes == 0 < staged.peak_transient_bytes
+    # Staging moves every host row of every layer each step; host attention only a query and a
+    # partial result per layer (16 bytes of logits per row and query head against 256 of K and V).
+    assert host.bytes_moved < staged.bytes_moved / 2
+    release_model(m)
+
+
+def test_host_attention_needs_the_cpu():
+    m = make_model().to("meta")
+    with pytest.raises(ValueError, match="host_attention needs the model on the CPU"):
+        TieredCache(m, socket_path="/nonexistent", max_length=8, host_attention=True)
+
+
 def test_recomputed_probabilities_are_eager_attentions():
     """What SDPA and flash attention do not return, the kvtier function recomputes: for GQA query
     heads, a causal block of queries and masked keys, the probabilities eager attention computes."""

@@ -1,6 +1,7 @@
 // PartialAttention and CopyExecutor::attend_host: the partial (out, lse) of one decode query over
 // host rows against a float64 reference, the log-sum-exp merge of two parts against attention
-// over all rows, the empty part, the logits, and the request checks.
+// over all rows, the empty part, the logits, the request checks, and the same bits from every
+// instruction set of the row loop.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "host_attention_rows.hpp"
 #include "kvtier/kernels/executor.hpp"
 #include "kvtier/kernels/executor_factory.hpp"
 #include "kvtier/kernels/host_attention.hpp"
@@ -165,6 +167,31 @@ TEST(PartialAttention, RequestChecksRefuseABadQueryOrStride) {
   EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, out, 5), Errc::kInvalidArgument);  // logits_stride 4 < 5 rows
   EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, HostPartial{out.out, nullptr, nullptr, 0}, 4), Errc::kInvalidArgument);
   EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, HostPartial{out.out, out.lse, nullptr, 0}, 9), Errc::kOk);  // no logits
+}
+
+// The AVX2 loop (where this CPU has it) gives the baseline loop's bits, row by row.
+TEST(PartialAttention, EveryInstructionSetGivesTheSameBits) {
+  const detail::AddRow avx2 = detail::avx2_add_row();
+  if (avx2 == nullptr) GTEST_SKIP() << "this CPU (or build) has no AVX2 loop to compare";
+  const std::vector<float> q = random_floats(kQHeads * kDim, 13, 2.0f);
+  const auto rows = random_rows(200, 900);
+  std::vector<float> state[2][3];  // per loop: max, sum, acc
+  std::vector<float> logits[2];
+  for (int which = 0; which < 2; ++which) {
+    auto& [max, sum, acc] = state[which];
+    max.assign(kQHeads, -std::numeric_limits<float>::infinity());
+    sum.assign(kQHeads, 0.0f);
+    acc.assign(kQHeads * kDim, 0.0f);
+    logits[which].assign(kQHeads * rows.size(), 0.0f);
+    const detail::AddRow add = which == 0 ? detail::baseline_add_row() : avx2;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      detail::AttentionState s{q.data(), 0.125f, kQHeads, kQHeads / kKvHeads, kDim, kHalf, max.data(), sum.data(),
+                               acc.data(), logits[which].data(), rows.size(), i};
+      add(s, rows[i].data());
+    }
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(state[0][i], state[1][i]) << i;
+  EXPECT_EQ(logits[0], logits[1]);
 }
 
 // The CPU executor attends pool rows of one layer in list order: the same bits as the

@@ -15,7 +15,8 @@ the function
    for the scored rows as ``softmax(scale·q·kᵀ + mask)`` in float32, one grouped matmul per layer
    (no repeat of the KV heads).
 
-For any other forward (no TieredCache in use) it is the inner implementation.
+With ``host_attention`` (kvtier.hf.split) kvtier computes a decode forward's attention itself,
+over the T0 storage and, where they live, the host rows, merged by log-sum-exp. For any other forward (no TieredCache in use) it is the inner implementation.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any
 import torch
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, AttentionInterface
+
+from .split import split_attention
 
 PREFIX = "kvtier_"
 _active: list[Any] = []  # the TieredCache of the forward under way (set by the model's pre-hook)
@@ -68,13 +71,15 @@ def _attention(module, query, key, value, attention_mask, *args, inner: str, **k
     cache = _active[-1] if _active else None
     if cache is None or not cache.owns_forward():
         return fn(module, query, key, value, attention_mask, *args, **kwargs)
+    scaling = kwargs.get("scaling")
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    if cache.attends_host():
+        return split_attention(cache, module, query, key, value, scaling)
     dead = cache.dead_keys()  # [batch, keys] bool, True = not live; None when every key is live
     if dead is not None:
         attention_mask = _mask_dead(attention_mask, dead, query, inner)
     output, weights = fn(module, query, key, value, attention_mask, *args, **kwargs)
-    scaling = kwargs.get("scaling")
-    if scaling is None:
-        scaling = query.shape[-1] ** -0.5
     if weights is None:
         weights = _probabilities(query, key, cache.key_mask(query.shape[2]), scaling)
     cache.on_scores(module.layer_idx, weights.detach().float().mean(dim=1))

@@ -19,6 +19,7 @@ from .clients import PlanRouter, geometry, shared_router
 from .hooks import install_hooks, plan_handler, remove_hooks
 from .layer import TieredLayer
 from .rows import Row
+from .split import HostStep
 from .store import T0Store
 
 # Tier parameters TieredCache passes to Client.open_sequence beyond its named ones.
@@ -69,10 +70,13 @@ class TieredCache(Cache):
                  evict_ratio: float = 0.0, sink_tokens: int = 4, window_tokens: int = 128, interval: int = 64,
                  mode: EvictionMode = EvictionMode.CUMULATIVE, hysteresis: float = 0.0,
                  policy: Policy = Policy.PAPER, plan_wait_ms: int = 0, eos_token_id: int | list[int] | None = None,
-                 **params: Any) -> None:
+                 host_attention: bool = False, **params: Any) -> None:
         unknown = set(params) - _SEQUENCE_PARAMS
         if unknown:
             raise TypeError(f"unknown TieredCache parameters: {sorted(unknown)}")
+        if host_attention and (device := next(model.parameters()).device).type != "cpu":
+            raise ValueError(f"host_attention needs the model on the CPU (libkvtier's CPU executor), not {device}")
+        self.host_attention = host_attention
         self.num_layers, self.num_kv_heads, self.head_dim = geometry(model)
         super().__init__(layers=[TieredLayer(self, i) for i in range(self.num_layers)])
         self.model_ref = weakref.ref(model)
@@ -225,7 +229,7 @@ class TieredCache(Cache):
         if not prefill:
             self._grow(max((r.slots.slots_needed(q) for _, r in rows), default=0))
         f: dict[str, Any] = {"prefill": prefill, "q": q, "length": self._length + q, "layers_scored": 0,
-                             "rows": [], "transient": 0}
+                             "rows": [], "transient": 0, "host": self.host_attention and not prefill and q == 1}
         device = self.store.device
         for b, row in rows:
             n = q - row.pad if prefill else q
@@ -271,6 +275,8 @@ class TieredCache(Cache):
             self._push_features(f, key_states, value_states)
         if f["prefill"]:
             return key_states, value_states  # the keys of this forward are all there is
+        if f["host"]:
+            return store.k[layer], store.v[layer]  # attended in slot order (kvtier.hf.split)
         shape = (key_states.shape[0], self.num_kv_heads, f["length"], self.head_dim)
         # Keys no row writes (padding, evicted, rows that ended) must be finite: zeros. When every
         # key is written, no memset.
@@ -309,6 +315,17 @@ class TieredCache(Cache):
                 digest = k.view(k.shape[0], self._digest_dim, -1).mean(dim=2).reshape(-1).cpu().numpy()
                 self.client.push_features(row.sequence, Feature.KEY_DIGEST, digest, r["first_new"])
 
+    # ---- host attention (kvtier.hf.split) ----------------------------------------------------
+
+    def attends_host(self) -> bool:
+        return self._forward["host"]
+
+    def host_step(self, q_heads: int, head_dim: int) -> HostStep:
+        f = self._forward
+        if "host_step" not in f:
+            f["host_step"] = HostStep(self, f, q_heads, head_dim)
+        return f["host_step"]
+
     def dead_keys(self) -> torch.Tensor | None:
         return self._forward["dead"]
 
@@ -345,8 +362,12 @@ class TieredCache(Cache):
             probs = probs * valid
         f["scores"] += probs.sum(dim=1)
         f["layers_scored"] += 1
-        if f["layers_scored"] < self.num_layers:
-            return
+        if f["layers_scored"] == self.num_layers:
+            self.scored_forward()
+
+    def scored_forward(self) -> None:
+        """Every layer scored (f["scores"]: the sums over layers): the step's scores go to kvtierd."""
+        f = self._forward
         scores = (f["scores"] / self.num_layers).cpu().numpy()
         for r in f["rows"]:
             row = r["row"]

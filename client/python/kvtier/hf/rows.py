@@ -6,7 +6,7 @@ libkvtier's) and host rows are staged per layer: on CUDA with double buffering (
 staging is issued on libkvtier's copy stream before layer l's is waited for, so it overlaps layer
 l's compute) into two buffers the cache then copies from; on the CPU, which copies at once,
 straight to their positions in the layer's assembled keys and values (``Client.stage_at``: one
-copy per row, no buffer).
+copy per row, no buffer), or with host attention not at all (``Client.attend_host``).
 """
 
 from __future__ import annotations
@@ -115,6 +115,14 @@ class Row:
                                     token_stride=keys.stride(1) * es, head_stride=keys.stride(0) * es,
                                     row_offset=self.pad)
         return 2 * self._staged * keys.shape[0] * keys.shape[2] * es
+
+    def attend_host(self, layer: int, q: np.ndarray, scale: float, out: np.ndarray, lse: np.ndarray,
+                    logits: np.ndarray) -> None:
+        """CPU host attention (kvtier.hf.split): query q [q_heads, head_dim] over layer `layer`'s
+        host rows where they live (Client.attend_host) into out, lse and logits [q_heads, rows].
+        Counts the query and the partial result as moved."""
+        self.router.client.attend_host(self.sequence, layer, q=q, scale=scale, out=out, lse=lse, logits=logits)
+        self.counts.bytes_moved += q.nbytes + out.nbytes + lse.nbytes + logits.nbytes
 
     def staged(self, layer: int, layers: int, shape: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor,
                                                                             np.ndarray] | None:

@@ -1,0 +1,33 @@
+// Private to PartialAttention (host_attention.hpp): the loop over one row, per instruction set.
+// Written once over 8-lane GCC vectors, compiled for the baseline and, where the CPU has it, for
+// AVX2; without fused multiply-add (-ffp-contract=off) both compute every lane the same way, so
+// they give the same bits (tests/unit/kernels/host_attention_test.cpp compares them).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvtier::kernels::detail {
+
+// What one row updates: per query head a running max, sum and accumulator ([q_heads, head_dim]).
+struct AttentionState {
+  const float* q;
+  float scale;
+  std::uint32_t q_heads, group, head_dim;
+  std::size_t half;  // floats of K (and of V) in a row
+  float* max;
+  float* sum;
+  float* acc;
+  float* logits;  // nullable
+  std::size_t logits_stride, row;  // logits column of this row
+};
+
+// Adds one row (K of every KV head, then V, float32) to `state`.
+using AddRow = void (*)(AttentionState& state, const float* row) noexcept;
+
+AddRow baseline_add_row() noexcept;
+AddRow avx2_add_row() noexcept;  // nullptr without AVX2 (CPU or build)
+// The widest of them this CPU runs, chosen once per process.
+AddRow default_add_row() noexcept;
+
+}  // namespace kvtier::kernels::detail
