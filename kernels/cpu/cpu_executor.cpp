@@ -2,6 +2,7 @@
 #include "cpu/cpu_executor.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -226,10 +227,24 @@ Status CpuExecutor::attend_host(std::uint32_t layer, std::span<const std::uint32
   }
   if (auto s = validate_host_attention(layout_, query, out, slots.size()); !s) return s;
   PartialAttention attention(layout_, query, out);
-  for (std::size_t i = 0; i < slots.size(); ++i) {
-    auto row = host_row(layer, slots[i], !from_int8.empty() && from_int8[i] != 0);
-    if (!row) return tl::unexpected(row.error());
-    attention.add(*row);
+  // Rows go to the kernel in batches; T2 rows are dequantized into scratch_ first.
+  constexpr std::size_t kBatch = 64;
+  const std::size_t row_bytes = pool_.row_bytes;
+  std::array<const std::byte*, kBatch> rows{};
+  if (any_int8) scratch_.resize(kBatch * row_bytes);
+  for (std::size_t first = 0; first < slots.size(); first += kBatch) {
+    const std::size_t n = std::min(kBatch, slots.size() - first);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t slot = slots[first + i];
+      if (from_int8.empty() || from_int8[first + i] == 0) {
+        rows[i] = pool_.row(layer, slot);
+        continue;
+      }
+      std::byte* row = scratch_.data() + i * row_bytes;
+      if (auto s = dequantize_slot(*int8_, layer, slot, row); !s) return s;
+      rows[i] = row;
+    }
+    attention.add({rows.data(), n});
   }
   attention.finish();
   return {};

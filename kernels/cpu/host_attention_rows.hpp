@@ -1,4 +1,5 @@
-// Private to PartialAttention (host_attention.hpp): the loop over one row, per instruction set.
+// Private to PartialAttention (host_attention.hpp): the loop over a block of rows, per instruction
+// set.
 // Written once over 8-lane GCC vectors, compiled for the baseline and, where the CPU has it, for
 // AVX2; without fused multiply-add (-ffp-contract=off) both compute every lane the same way, so
 // they give the same bits (tests/unit/kernels/host_attention_test.cpp compares them).
@@ -19,15 +20,19 @@ struct AttentionState {
   float* sum;
   float* acc;
   float* logits;  // nullable
-  std::size_t logits_stride, row;  // logits column of this row
+  std::size_t logits_stride, row;  // logits column of the block's first row
+  const std::byte* const* next;     // the next block's rows, to prefetch (row_bytes each)
+  std::uint32_t next_rows;
+  std::size_t row_bytes;
 };
 
-// Adds one row (K of every KV head, then V, float32) to `state`.
-using AddRow = void (*)(AttentionState& state, const float* row) noexcept;
+// Adds rows[0..n) (n <= 8; K of every KV head, then V, float32) to `state`, logits columns
+// state.row.. (and advances state.row by n).
+using AddBlock = void (*)(AttentionState& state, const float* const* rows, std::uint32_t n) noexcept;
 
-AddRow baseline_add_row() noexcept;
-AddRow avx2_add_row() noexcept;  // nullptr without AVX2 (CPU or build)
+AddBlock baseline_add_block() noexcept;
+AddBlock avx2_add_block() noexcept;  // nullptr without AVX2 (CPU or build)
 // The widest of them this CPU runs, chosen once per process.
-AddRow default_add_row() noexcept;
+AddBlock default_add_block() noexcept;
 
 }  // namespace kvtier::kernels::detail

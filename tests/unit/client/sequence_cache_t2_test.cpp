@@ -317,7 +317,11 @@ TEST_F(SequenceCacheT2, AttendHostReadsTheHostRowsInPositionOrder) {
     std::vector<float> want_out(out.size()), want_lse(lse.size()), want_logits(logits.size());
     const kernels::HostPartial expected{want_out.data(), want_lse.data(), want_logits.data(), 4};
     kernels::PartialAttention attention(layout, query, expected);
-    for (std::size_t i = 0; i < want.layer.rows; ++i) attention.add(want.row(i).data());
+    std::vector<Bytes> rows;
+    std::vector<const std::byte*> pointers;
+    for (std::size_t i = 0; i < want.layer.rows; ++i) rows.push_back(want.row(i));
+    for (const Bytes& row : rows) pointers.push_back(row.data());
+    attention.add(pointers);
     attention.finish();
     ASSERT_TRUE(cache_->attend_host(l, query, {out.data(), lse.data(), logits.data(), 4}));
     EXPECT_EQ(out, want_out);

@@ -4,6 +4,7 @@
 // instruction set of the row loop.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -86,15 +87,19 @@ std::vector<std::byte> encode(KvDtype dtype, const std::vector<std::vector<float
   return bytes;
 }
 
+// The rows in one add call, or in two when `split` > 0 (the first `split` rows, then the rest).
 Partial attend(KvDtype dtype, const std::vector<float>& q, const std::vector<std::byte>& bytes, std::size_t rows,
-               float scale) {
+               float scale, std::size_t split = 0) {
   Partial p;
   const HostPartial out = p.view(rows);
   const KvLayout l = layout(dtype);
   const HostQuery query{q.data(), kQHeads, kDim, scale};
   EXPECT_TRUE(validate_host_attention(l, query, out, rows));
   PartialAttention attention(l, query, out);
-  for (std::size_t i = 0; i < rows; ++i) attention.add(bytes.data() + i * l.row_bytes());
+  std::vector<const std::byte*> pointers;
+  for (std::size_t i = 0; i < rows; ++i) pointers.push_back(bytes.data() + i * l.row_bytes());
+  attention.add({pointers.data(), split});
+  attention.add({pointers.data() + split, rows - split});
   attention.finish();
   return p;
 }
@@ -113,7 +118,7 @@ TEST(PartialAttention, MatchesAFloat64ReferenceInEveryDtype) {
     std::vector<std::vector<float>> read;
     const auto rows = random_rows(300, 100);
     const auto bytes = encode(dtype, rows, read);
-    const Partial got = attend(dtype, q, bytes, rows.size(), scale);
+    const Partial got = attend(dtype, q, bytes, rows.size(), scale, 101);  // calls of 101 and 199 rows
     const Reference want = reference(q, read, scale);
     for (std::size_t i = 0; i < got.out.size(); ++i) EXPECT_NEAR(got.out[i], want.out[i], 1e-5) << i;
     for (std::size_t h = 0; h < kQHeads; ++h) EXPECT_NEAR(got.lse[h], want.lse[h], 1e-5) << h;
@@ -169,12 +174,12 @@ TEST(PartialAttention, RequestChecksRefuseABadQueryOrStride) {
   EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, HostPartial{out.out, out.lse, nullptr, 0}, 9), Errc::kOk);  // no logits
 }
 
-// The AVX2 loop (where this CPU has it) gives the baseline loop's bits, row by row.
+// The AVX2 loop (where this CPU has it) gives the baseline loop's bits, block by block.
 TEST(PartialAttention, EveryInstructionSetGivesTheSameBits) {
-  const detail::AddRow avx2 = detail::avx2_add_row();
+  const detail::AddBlock avx2 = detail::avx2_add_block();
   if (avx2 == nullptr) GTEST_SKIP() << "this CPU (or build) has no AVX2 loop to compare";
   const std::vector<float> q = random_floats(kQHeads * kDim, 13, 2.0f);
-  const auto rows = random_rows(200, 900);
+  const auto rows = random_rows(203, 900);  // a last block of 3 rows
   std::vector<float> state[2][3];  // per loop: max, sum, acc
   std::vector<float> logits[2];
   for (int which = 0; which < 2; ++which) {
@@ -183,11 +188,14 @@ TEST(PartialAttention, EveryInstructionSetGivesTheSameBits) {
     sum.assign(kQHeads, 0.0f);
     acc.assign(kQHeads * kDim, 0.0f);
     logits[which].assign(kQHeads * rows.size(), 0.0f);
-    const detail::AddRow add = which == 0 ? detail::baseline_add_row() : avx2;
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      detail::AttentionState s{q.data(), 0.125f, kQHeads, kQHeads / kKvHeads, kDim, kHalf, max.data(), sum.data(),
-                               acc.data(), logits[which].data(), rows.size(), i};
-      add(s, rows[i].data());
+    const detail::AddBlock add = which == 0 ? detail::baseline_add_block() : avx2;
+    detail::AttentionState s{q.data(), 0.125f, kQHeads, kQHeads / kKvHeads, kDim, kHalf, max.data(), sum.data(),
+                             acc.data(), logits[which].data(), rows.size(), 0, nullptr, 0, 0};
+    for (std::size_t i = 0; i < rows.size(); i += 8) {
+      const float* block[8];
+      const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(8, rows.size() - i));
+      for (std::uint32_t r = 0; r < n; ++r) block[r] = rows[i + r].data();
+      add(s, block, n);
     }
   }
   for (int i = 0; i < 3; ++i) EXPECT_EQ(state[0][i], state[1][i]) << i;

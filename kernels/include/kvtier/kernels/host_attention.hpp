@@ -5,7 +5,8 @@
 // with logits s_i = scale · q_h · k_i:
 //   lse_h = ln Σ_i exp(s_i)          out_h = Σ_i exp(s_i − lse_h) · v_i
 // computed in float32 in one pass over the rows (online softmax: a running max, sum and
-// accumulator per query head), rows in the order added. Merging with part A of the same head
+// accumulator per query head, updated once per block of 8 rows; e^x by a polynomial within 2 ulp),
+// rows in the order added. Merging with part A of the same head
 // (exact up to rounding; the engine does it):
 //   lse = ln(exp(lse_A) + exp(lse_B))     out = exp(lse_A − lse) · out_A + exp(lse_B − lse) · out_B
 // With no rows lse is −inf and out 0, so the merge returns part A.
@@ -17,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kvtier/kernels/kv_layout.hpp"
@@ -51,8 +53,10 @@ class PartialAttention {
   // Precondition: validate_host_attention passed for the same arguments.
   PartialAttention(const KvLayout& layout, const HostQuery& query, const HostPartial& out);
 
-  // One row: K of every KV head, then V (layout.row_bytes() bytes of layout.dtype, as a pool row).
-  void add(const std::byte* row) noexcept;
+  // Rows, each K of every KV head then V (layout.row_bytes() bytes of layout.dtype, as a pool
+  // row), read during the call only, in blocks of 8 from its first row (the bits depend on how rows
+  // are split into calls). Logits columns continue from the rows added before.
+  void add(std::span<const std::byte* const> rows) noexcept;
   // Writes out and lse for the rows added so far.
   void finish() const noexcept;
 
@@ -62,7 +66,8 @@ class PartialAttention {
   HostQuery query_;
   HostPartial out_;
   std::size_t rows_ = 0;
-  std::vector<float> row_;  // the current row as float32 (K then V), when the dtype is not f32
+  static constexpr std::size_t kBlockRows = 8;
+  std::vector<float> row_;  // a block's rows as float32 (K then V), when the dtype is not f32
   std::vector<float> max_, sum_, acc_;  // per query head; acc_ [q_heads, head_dim]
 };
 
