@@ -353,7 +353,7 @@ kvtier_status kvtier_attend_host(kvtier_client* client, uint32_t sequence, uint3
     auto cache = c.cache(sequence);
     if (!cache) return fail(client, cache.error());
     const kvtier::kernels::HostQuery query{a.q, a.q_heads, a.head_dim, a.scale};
-    const kvtier::kernels::HostPartial out{a.out, a.lse, a.logits, a.logits_stride};
+    const kvtier::kernels::HostPartial out{a.out, a.lse, a.probs, a.probs_stride};
     if (auto ok = (*cache)->attend_host(layer, query, out); !ok) return fail(client, ok.error());
     return KVTIER_OK;
   });

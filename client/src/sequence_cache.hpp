@@ -59,7 +59,7 @@ class SequenceCache {
   // executor's stage_at: CPU backend only). kBadState while a layer is in flight.
   Status stage_at(std::uint32_t layer, const kernels::PositionTarget& target);
   // Attends a decode query over one layer's T1 and T2 rows where they live, in position order
-  // (logits column i: the i-th host position, ascending; executor's attend_host: CPU backend
+  // (probs column i: the i-th host position, ascending; executor's attend_host: CPU backend
   // only). kBadState while a layer is in flight.
   Status attend_host(std::uint32_t layer, const kernels::HostQuery& query, const kernels::HostPartial& out);
   // The engine's compute stream (CUDA: a cudaStream_t; the CPU backend ignores it).

@@ -135,13 +135,30 @@ using I8 = std::int32_t __attribute__((vector_size(32)));
   s.row += n;
 }
 
+[[gnu::always_inline]] inline void to_probs(float* values, std::size_t n, float lse) noexcept {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) store8(values + i, exp8(load8(values + i) - lse));
+  if (i < n) {
+    float tail[8];
+    for (std::size_t j = 0; j < 8; ++j) tail[j] = i + j < n ? values[i + j] : lse;
+    store8(tail, exp8(load8(tail) - lse));
+    std::memcpy(values + i, tail, (n - i) * sizeof(float));
+  }
+}
+
 void add_block_baseline(AttentionState& s, const float* const* rows, std::uint32_t n) noexcept {
   add_block(s, rows, n);
 }
 
+void to_probs_baseline(float* values, std::size_t n, float lse) noexcept { to_probs(values, n, lse); }
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 [[gnu::target("avx2")]] void add_block_avx2(AttentionState& s, const float* const* rows, std::uint32_t n) noexcept {
   add_block(s, rows, n);
+}
+
+[[gnu::target("avx2")]] void to_probs_avx2(float* values, std::size_t n, float lse) noexcept {
+  to_probs(values, n, lse);
 }
 #endif
 
@@ -163,6 +180,22 @@ AddBlock default_add_block() noexcept {
   return chosen;
 }
 
+ToProbs baseline_to_probs() noexcept { return to_probs_baseline; }
+
+ToProbs avx2_to_probs() noexcept {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") ? to_probs_avx2 : nullptr;
+#else
+  return nullptr;
+#endif
+}
+
+ToProbs default_to_probs() noexcept {
+  static const ToProbs chosen = avx2_to_probs() != nullptr ? avx2_to_probs() : baseline_to_probs();
+  return chosen;
+}
+
 }  // namespace detail
 
 Status validate_host_attention(const KvLayout& layout, const HostQuery& query, const HostPartial& out,
@@ -179,8 +212,8 @@ Status validate_host_attention(const KvLayout& layout, const HostQuery& query, c
     return bad("head_dim " + std::to_string(query.head_dim) + " is not the cache's " + std::to_string(layout.head_dim));
   }
   if (!std::isfinite(query.scale)) return bad("the scale is not finite");
-  if (out.logits != nullptr && out.logits_stride < rows) {
-    return bad("logits_stride " + std::to_string(out.logits_stride) + " < " + std::to_string(rows) + " rows");
+  if (out.probs != nullptr && out.probs_stride < rows) {
+    return bad("probs_stride " + std::to_string(out.probs_stride) + " < " + std::to_string(rows) + " rows");
   }
   return {};
 }
@@ -202,8 +235,8 @@ void PartialAttention::add(std::span<const std::byte* const> rows) noexcept {
   const std::size_t half = std::size_t{kv_heads_} * head_dim_;
   const std::size_t row_bytes = 2 * half * dtype_bytes(dtype_);
   detail::AttentionState state{query_.q,   query_.scale, query_.q_heads, group_,      head_dim_,
-                               half,       max_.data(),  sum_.data(),    acc_.data(), out_.logits,
-                               out_.logits_stride, rows_, nullptr, 0, row_bytes};
+                               half,       max_.data(),  sum_.data(),    acc_.data(), out_.probs,
+                               out_.probs_stride, rows_, nullptr, 0, row_bytes};
   const detail::AddBlock add_block = detail::default_add_block();
   const float* block[kBlockRows];
   for (std::size_t first = 0; first < rows.size(); first += kBlockRows) {
@@ -237,6 +270,7 @@ void PartialAttention::finish() const noexcept {
     }
     out_.lse[h] = max_[h] + std::log(sum_[h]);
     for (std::uint32_t d = 0; d < head_dim_; ++d) out[d] = acc[d] / sum_[h];
+    if (out_.probs != nullptr) detail::default_to_probs()(out_.probs + h * out_.probs_stride, rows_, out_.lse[h]);
   }
 }
 

@@ -19,7 +19,7 @@ struct AttentionState {
   float* max;
   float* sum;
   float* acc;
-  float* logits;  // nullable
+  float* logits;  // nullable: s_i of row i at h * logits_stride + i (finish turns them into probs)
   std::size_t logits_stride, row;  // logits column of the block's first row
   const std::byte* const* next;     // the next block's rows, to prefetch (row_bytes each)
   std::uint32_t next_rows;
@@ -34,5 +34,12 @@ AddBlock baseline_add_block() noexcept;
 AddBlock avx2_add_block() noexcept;  // nullptr without AVX2 (CPU or build)
 // The widest of them this CPU runs, chosen once per process.
 AddBlock default_add_block() noexcept;
+
+// values[i] = exp(values[i] − lse) for n values (each <= lse), by the same polynomial.
+using ToProbs = void (*)(float* values, std::size_t n, float lse) noexcept;
+
+ToProbs baseline_to_probs() noexcept;
+ToProbs avx2_to_probs() noexcept;  // nullptr without AVX2 (CPU or build)
+ToProbs default_to_probs() noexcept;
 
 }  // namespace kvtier::kernels::detail

@@ -73,7 +73,7 @@ static int handoff_offline(void) {
     memset(&attention, 0xAB, sizeof(attention));
     kvtier_host_attention_init(&attention);
     CHECK(attention.struct_size == sizeof(attention));
-    CHECK(attention.q == NULL && attention.q_heads == 0 && attention.head_dim == 0 && attention.scale == 0.0f && attention.logits == NULL);
+    CHECK(attention.q == NULL && attention.q_heads == 0 && attention.head_dim == 0 && attention.scale == 0.0f && attention.probs == NULL);
     kvtier_host_attention_init(NULL); /* ignored */
     CHECK(kvtier_attend_host(NULL, 1, 0, &attention) == KVTIER_E_INVALID_ARGUMENT);
   }

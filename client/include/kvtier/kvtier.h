@@ -399,8 +399,9 @@ KVTIER_API kvtier_status kvtier_stage_layer_at(kvtier_client* client, uint32_t s
  * q: q_heads rows of head_dim float32 (head_dim: the attached cache's), head h at q + h * head_dim,
  * reading KV head h / (q_heads / num_kv_heads); scale: usually head_dim^-1/2. Results, float32 in host memory:
  * out [q_heads, head_dim], lse [q_heads] (natural log; -inf with no host rows, out then 0) and,
- * when logits is not NULL, scale * q.k of host row i at logits[h * logits_stride + i]
- * (logits_stride >= the host rows; rows in ascending position order). */
+ * when probs is not NULL, exp(scale * q.k - lse) of host row i, its weight within this part, at
+ * probs[h * probs_stride + i] (probs_stride >= the host rows; rows in ascending position order;
+ * the weight in the merged attention is that times exp(lse - lse_merged)). */
 typedef struct kvtier_host_attention {
   size_t struct_size;
   const float* q;
@@ -408,8 +409,8 @@ typedef struct kvtier_host_attention {
   float scale;
   float* out;
   float* lse;
-  float* logits;
-  size_t logits_stride;
+  float* probs;
+  size_t probs_stride;
 } kvtier_host_attention;
 
 KVTIER_API void kvtier_host_attention_init(kvtier_host_attention* attention);
@@ -417,7 +418,7 @@ KVTIER_API void kvtier_host_attention_init(kvtier_host_attention* attention);
 /* Runs `attention` over layer `layer`'s host rows (T2 dequantized), complete when it returns;
  * float32 arithmetic in a fixed order (the same bits for the same rows and query). CPU backend
  * only (KVTIER_E_UNAVAILABLE on CUDA); KVTIER_E_INVALID_ARGUMENT, nothing written, for a bad layer,
- * query or logits_stride; KVTIER_E_BAD_STATE while a layer of the sequence is prefetched. */
+ * query or probs_stride; KVTIER_E_BAD_STATE while a layer of the sequence is prefetched. */
 KVTIER_API kvtier_status kvtier_attend_host(kvtier_client* client, uint32_t sequence, uint32_t layer,
                                             const kvtier_host_attention* attention);
 

@@ -312,13 +312,13 @@ void bind_staging(nb::class_<ClientObject>& c) {
   c.def(
       "attend_host",
       [](ClientObject& self, std::uint32_t sequence, std::uint32_t layer, const QueryRows& q, float scale,
-         OutRows out, OutVector lse, std::optional<OutRows> logits) {
+         OutRows out, OutVector lse, std::optional<OutRows> probs) {
         const std::size_t heads = q.shape(0);
         const auto bad = [](const std::string& what) { throw StatusError(KVTIER_E_INVALID_ARGUMENT, "attend_host: " + what); };
         if (heads > UINT32_MAX || q.shape(1) > UINT32_MAX) bad("q is too large");
         if (out.shape(0) != heads || out.shape(1) != q.shape(1)) bad("out must have q's shape");
         if (lse.shape(0) != heads) bad("lse must have one entry per query head");
-        if (logits && logits->shape(0) != heads) bad("logits must have one row per query head");
+        if (probs && probs->shape(0) != heads) bad("probs must have one row per query head");
         kvtier_host_attention a;
         kvtier_host_attention_init(&a);
         a.q = q.data();
@@ -327,19 +327,19 @@ void bind_staging(nb::class_<ClientObject>& c) {
         a.scale = scale;
         a.out = out.data();
         a.lse = lse.data();
-        if (logits) {
-          a.logits = logits->data();
-          a.logits_stride = logits->shape(1);
+        if (probs) {
+          a.probs = probs->data();
+          a.probs_stride = probs->shape(1);
         }
         nb::gil_scoped_release release;
         self.attend_host(sequence, layer, a);
       },
-      "sequence"_a, "layer"_a, nb::kw_only(), "q"_a, "scale"_a, "out"_a, "lse"_a, "logits"_a = nb::none(),
+      "sequence"_a, "layer"_a, nb::kw_only(), "q"_a, "scale"_a, "out"_a, "lse"_a, "probs"_a = nb::none(),
       "One decode query's attention over layer `layer`'s T1 and T2 rows where they live (kvtier_attend_host), "
       "as a partial result to merge with the engine's attention over its own keys by log-sum-exp. q: [q_heads, "
       "head_dim] float32 (head_dim the cache's); writes out [q_heads, head_dim], lse [q_heads] (natural log, -inf "
-      "with no host rows) and, when given, logits [q_heads, >= host rows]: scale * q.k of the i-th host row "
-      "(ascending positions) in column i. Contiguous float32 CPU arrays or tensors. Complete on return. CPU backend "
+      "with no host rows) and, when given, probs [q_heads, >= host rows]: exp(scale * q.k - lse) of the i-th host "
+      "row (ascending positions) in column i, its weight within this part. Contiguous float32 CPU arrays or tensors. Complete on return. CPU backend "
       "only (UnavailableError on CUDA); InvalidArgumentError, nothing written, for bad shapes or layer; "
       "BadStateError while a layer is prefetched.");
   c.def("set_stream", &PyClient::set_stream, "sequence"_a, "stream"_a, Release(),

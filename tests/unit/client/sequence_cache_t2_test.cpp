@@ -313,9 +313,9 @@ TEST_F(SequenceCacheT2, AttendHostReadsTheHostRowsInPositionOrder) {
   for (std::uint32_t l = 0; l < kLayers; ++l) {
     const Staged want = stage(l, KVTIER_STAGE_POSITION_ORDER);
     ASSERT_EQ(want.layer.rows, 4u);
-    std::vector<float> out(kQHeads * kDim), lse(kQHeads), logits(kQHeads * 4);
-    std::vector<float> want_out(out.size()), want_lse(lse.size()), want_logits(logits.size());
-    const kernels::HostPartial expected{want_out.data(), want_lse.data(), want_logits.data(), 4};
+    std::vector<float> out(kQHeads * kDim), lse(kQHeads), probs(kQHeads * 4);
+    std::vector<float> want_out(out.size()), want_lse(lse.size()), want_probs(probs.size());
+    const kernels::HostPartial expected{want_out.data(), want_lse.data(), want_probs.data(), 4};
     kernels::PartialAttention attention(layout, query, expected);
     std::vector<Bytes> rows;
     std::vector<const std::byte*> pointers;
@@ -323,10 +323,10 @@ TEST_F(SequenceCacheT2, AttendHostReadsTheHostRowsInPositionOrder) {
     for (const Bytes& row : rows) pointers.push_back(row.data());
     attention.add(pointers);
     attention.finish();
-    ASSERT_TRUE(cache_->attend_host(l, query, {out.data(), lse.data(), logits.data(), 4}));
+    ASSERT_TRUE(cache_->attend_host(l, query, {out.data(), lse.data(), probs.data(), 4}));
     EXPECT_EQ(out, want_out);
     EXPECT_EQ(lse, want_lse);
-    EXPECT_EQ(logits, want_logits);
+    EXPECT_EQ(probs, want_probs);
   }
   Bytes buffer(cache_->stage_bytes());
   std::vector<float> out(kQHeads * kDim), lse(kQHeads);

@@ -1,6 +1,6 @@
 // PartialAttention and CopyExecutor::attend_host: the partial (out, lse) of one decode query over
 // host rows against a float64 reference, the log-sum-exp merge of two parts against attention
-// over all rows, the empty part, the logits, the request checks, and the same bits from every
+// over all rows, the empty part, the probabilities, the request checks, and the same bits from every
 // instruction set of the row loop.
 #include <gtest/gtest.h>
 
@@ -38,7 +38,7 @@ std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float spread
 
 // float64 attention of query head h over rows (float32, K then V): lse and out.
 struct Reference {
-  std::vector<double> out, lse, logits;
+  std::vector<double> out, lse, probs;  // probs [q_heads, rows]: exp(s_i − lse)
 };
 
 Reference reference(const std::vector<float>& q, const std::vector<std::vector<float>>& rows, double scale) {
@@ -52,11 +52,11 @@ Reference reference(const std::vector<float>& q, const std::vector<std::vector<f
       for (std::uint32_t d = 0; d < kDim; ++d) dot += double{q[h * kDim + d]} * rows[i][kv * kDim + d];
       s[i] = scale * dot;
       max = std::max(max, s[i]);
-      r.logits.push_back(s[i]);
     }
     double sum = 0;
     for (double x : s) sum += std::exp(x - max);
     r.lse[h] = max + std::log(sum);
+    for (double x : s) r.probs.push_back(std::exp(x - r.lse[h]));
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const double p = std::exp(s[i] - r.lse[h]);
       for (std::uint32_t d = 0; d < kDim; ++d) r.out[h * kDim + d] += p * rows[i][kHalf + kv * kDim + d];
@@ -67,10 +67,10 @@ Reference reference(const std::vector<float>& q, const std::vector<std::vector<f
 
 struct Partial {
   std::vector<float> out = std::vector<float>(kQHeads * kDim, -1.0f), lse = std::vector<float>(kQHeads, -1.0f);
-  std::vector<float> logits;
+  std::vector<float> probs;
   HostPartial view(std::size_t rows) {
-    logits.assign(kQHeads * rows, 0.0f);
-    return HostPartial{out.data(), lse.data(), logits.data(), rows};
+    probs.assign(kQHeads * rows, 0.0f);
+    return HostPartial{out.data(), lse.data(), probs.data(), rows};
   }
 };
 
@@ -122,7 +122,7 @@ TEST(PartialAttention, MatchesAFloat64ReferenceInEveryDtype) {
     const Reference want = reference(q, read, scale);
     for (std::size_t i = 0; i < got.out.size(); ++i) EXPECT_NEAR(got.out[i], want.out[i], 1e-5) << i;
     for (std::size_t h = 0; h < kQHeads; ++h) EXPECT_NEAR(got.lse[h], want.lse[h], 1e-5) << h;
-    for (std::size_t i = 0; i < got.logits.size(); ++i) EXPECT_NEAR(got.logits[i], want.logits[i], 1e-5) << i;
+    for (std::size_t i = 0; i < got.probs.size(); ++i) EXPECT_NEAR(got.probs[i], want.probs[i], 1e-6) << i;
   }
 }
 
@@ -169,9 +169,9 @@ TEST(PartialAttention, RequestChecksRefuseABadQueryOrStride) {
   EXPECT_EQ(code({q.data(), 0, kDim, 0.5f}, out, 4), Errc::kInvalidArgument);
   EXPECT_EQ(code({q.data(), kQHeads, kDim, std::numeric_limits<float>::infinity()}, out, 4), Errc::kInvalidArgument);
   EXPECT_EQ(code({q.data(), kQHeads, kDim + 1, 0.5f}, out, 4), Errc::kInvalidArgument);  // not the layout's
-  EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, out, 5), Errc::kInvalidArgument);  // logits_stride 4 < 5 rows
+  EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, out, 5), Errc::kInvalidArgument);  // probs_stride 4 < 5 rows
   EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, HostPartial{out.out, nullptr, nullptr, 0}, 4), Errc::kInvalidArgument);
-  EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, HostPartial{out.out, out.lse, nullptr, 0}, 9), Errc::kOk);  // no logits
+  EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, HostPartial{out.out, out.lse, nullptr, 0}, 9), Errc::kOk);  // no probs
 }
 
 // The AVX2 loop (where this CPU has it) gives the baseline loop's bits, block by block.
@@ -199,6 +199,11 @@ TEST(PartialAttention, EveryInstructionSetGivesTheSameBits) {
     }
   }
   for (int i = 0; i < 3; ++i) EXPECT_EQ(state[0][i], state[1][i]) << i;
+  EXPECT_EQ(logits[0], logits[1]);
+  for (int which = 0; which < 2; ++which) {
+    const detail::ToProbs to_probs = which == 0 ? detail::baseline_to_probs() : detail::avx2_to_probs();
+    to_probs(logits[which].data(), logits[which].size() - 3, 2.5f);  // 1,215 values: a tail of 7
+  }
   EXPECT_EQ(logits[0], logits[1]);
 }
 
@@ -234,7 +239,7 @@ TEST(AttendHost, CpuExecutorAttendsTheListedPoolRowsOfOneLayer) {
   const Partial want = attend(KvDtype::kF32, q, rows, slots.size(), 0.25f);
   EXPECT_EQ(got.out, want.out);
   EXPECT_EQ(got.lse, want.lse);
-  EXPECT_EQ(got.logits, want.logits);
+  EXPECT_EQ(got.probs, want.probs);
 
   Partial refused;
   const std::vector<std::uint32_t> bad{1, kSlots};

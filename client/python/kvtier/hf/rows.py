@@ -116,13 +116,12 @@ class Row:
                                     row_offset=self.pad)
         return 2 * self._staged * keys.shape[0] * keys.shape[2] * es
 
-    def attend_host(self, layer: int, q: np.ndarray, scale: float, out: np.ndarray, lse: np.ndarray,
-                    logits: np.ndarray) -> None:
-        """CPU host attention (kvtier.hf.split): query q [q_heads, head_dim] over layer `layer`'s
-        host rows where they live (Client.attend_host) into out, lse and logits [q_heads, rows].
-        Counts the query and the partial result as moved."""
-        self.router.client.attend_host(self.sequence, layer, q=q, scale=scale, out=out, lse=lse, logits=logits)
-        self.counts.bytes_moved += q.nbytes + out.nbytes + lse.nbytes + logits.nbytes
+    def attend_host(self, layer: int, q: np.ndarray, out: np.ndarray, lse: np.ndarray, probs: np.ndarray) -> None:
+        """CPU host attention (kvtier.hf.split): query q [q_heads, head_dim] (already scaled) over
+        layer `layer`'s host rows where they live (Client.attend_host) into out, lse and probs
+        [q_heads, rows]. Counts the query and the partial result as moved."""
+        self.router.client.attend_host(self.sequence, layer, q=q, scale=1.0, out=out, lse=lse, probs=probs)
+        self.counts.bytes_moved += q.nbytes + out.nbytes + lse.nbytes + probs.nbytes
 
     def staged(self, layer: int, layers: int, shape: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor,
                                                                             np.ndarray] | None:

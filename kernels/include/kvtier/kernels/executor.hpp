@@ -159,7 +159,7 @@ class CopyExecutor {
 
   // Attends one decode query over one layer's host rows where they live (host_attention.hpp)
   // instead of staging them: row i is pool slot slots[i], or int8 slot slots[i] dequantized where
-  // from_int8[i] != 0 (from_int8 may be empty: all T1), added in list order (logits column i).
+  // from_int8[i] != 0 (from_int8 may be empty: all T1), added in list order (probs column i).
   // Complete when it returns. kInvalidArgument, nothing written, when validate_host_rows or
   // validate_host_attention fails; kBadState before initialize or, with flagged rows, without
   // bind_int8. The base returns kUnavailable: only the CPU backend implements it.

@@ -38,12 +38,14 @@ struct HostQuery {
 struct HostPartial {
   float* out = nullptr;      // [q_heads, head_dim]
   float* lse = nullptr;      // [q_heads], natural logarithm
-  float* logits = nullptr;   // optional [q_heads, logits_stride]: s_i of row i at h * logits_stride + i
-  std::size_t logits_stride = 0;  // >= the rows, when logits is set
+  // Optional [q_heads, probs_stride]: exp(s_i − lse_h), row i's weight within this part, at
+  // h * probs_stride + i (its weight in the merged attention: times exp(lse_h − lse)).
+  float* probs = nullptr;
+  std::size_t probs_stride = 0;  // >= the rows, when probs is set
 };
 
 // Checks a request over `rows` rows of `layout`'s geometry: q, out and lse non-null, q_heads a
-// non-zero multiple of num_kv_heads, head_dim the layout's, a finite scale, logits_stride >= rows when logits is set.
+// non-zero multiple of num_kv_heads, head_dim the layout's, a finite scale, probs_stride >= rows when probs is set.
 // kInvalidArgument naming the field.
 Status validate_host_attention(const KvLayout& layout, const HostQuery& query, const HostPartial& out,
                                std::size_t rows);
@@ -55,9 +57,9 @@ class PartialAttention {
 
   // Rows, each K of every KV head then V (layout.row_bytes() bytes of layout.dtype, as a pool
   // row), read during the call only, in blocks of 8 from its first row (the bits depend on how rows
-  // are split into calls). Logits columns continue from the rows added before.
+  // are split into calls). Their probs columns follow those of the rows added before.
   void add(std::span<const std::byte* const> rows) noexcept;
-  // Writes out and lse for the rows added so far.
+  // Writes out, lse and probs for the rows added so far.
   void finish() const noexcept;
 
  private:
