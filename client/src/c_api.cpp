@@ -337,24 +337,27 @@ kvtier_status kvtier_stage_layer_at(kvtier_client* client, uint32_t sequence, ui
   });
 }
 
-void kvtier_host_attention_init(kvtier_host_attention* attention) {
+void kvtier_attention_init(kvtier_attention* attention) {
   if (attention == nullptr) return;
   std::memset(attention, 0, sizeof(*attention));
   attention->struct_size = sizeof(*attention);
 }
 
-kvtier_status kvtier_attend_host(kvtier_client* client, uint32_t sequence, uint32_t layer,
-                                 const kvtier_host_attention* attention) {
+kvtier_status kvtier_attend(kvtier_client* client, uint32_t sequence, uint32_t layer,
+                            const kvtier_attention* attention) {
   return guarded(client, [&](kvtier::client::Client& c) {
-    kvtier_host_attention a;
-    if (!copy_options(attention, sizeof(kvtier_host_attention), a)) {
+    kvtier_attention a;
+    if (!copy_options(attention, sizeof(kvtier_attention), a)) {
       return fail(client, {kvtier::Errc::kInvalidArgument, "attention is NULL or its struct_size is too small"});
+    }
+    if (a.t0_count > 0 && a.t0_slots == nullptr) {
+      return fail(client, {kvtier::Errc::kInvalidArgument, "t0_slots is NULL with a t0_count"});
     }
     auto cache = c.cache(sequence);
     if (!cache) return fail(client, cache.error());
     const kvtier::kernels::HostQuery query{a.q, a.q_heads, a.head_dim, a.scale};
-    const kvtier::kernels::HostPartial out{a.out, a.lse, a.probs, a.probs_stride};
-    if (auto ok = (*cache)->attend_host(layer, query, out); !ok) return fail(client, ok.error());
+    const kvtier::kernels::AttendOutput out{a.out, a.lse, a.probs, a.probs_stride, a.scores};
+    if (auto ok = (*cache)->attend(layer, {a.t0_slots, a.t0_count}, query, out); !ok) return fail(client, ok.error());
     return KVTIER_OK;
   });
 }

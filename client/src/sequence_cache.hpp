@@ -58,10 +58,11 @@ class SequenceCache {
   // Layer `layer`'s T1 and T2 rows straight to their positions in the engine's `target` (the
   // executor's stage_at: CPU backend only). kBadState while a layer is in flight.
   Status stage_at(std::uint32_t layer, const kernels::PositionTarget& target);
-  // Attends a decode query over one layer's T1 and T2 rows where they live, in position order
-  // (probs column i: the i-th host position, ascending; executor's attend_host: CPU backend
+  // A decode query's attention over one layer's rows where they live: the engine's cache slots
+  // t0_slots, then the T1 and T2 rows in ascending positions (the executor's attend: CPU backend
   // only). kBadState while a layer is in flight.
-  Status attend_host(std::uint32_t layer, const kernels::HostQuery& query, const kernels::HostPartial& out);
+  Status attend(std::uint32_t layer, std::span<const std::uint32_t> t0_slots, const kernels::HostQuery& query,
+                const kernels::AttendOutput& out);
   // The engine's compute stream (CUDA: a cudaStream_t; the CPU backend ignores it).
   void set_compute_stream(std::uintptr_t stream) noexcept { executor_->set_compute_stream(stream); }
   // Rows a stage returns: T1 and T2.
@@ -99,7 +100,7 @@ class SequenceCache {
   Status restore_t2(std::span<const kernels::RowCopy> copies);
   // Binds int8_ to executor_ (create() does, once).
   Status bind_int8();
-  // Before stage_at and attend_host: no layer in flight (else kBadState), the lists in position
+  // Before stage_at and attend: no layer in flight (else kBadState), the lists in position
   // order, the int8 pool bound when T2 rows exist. from_int8: their flags (empty without T2).
   Status host_rows_at_rest();
   std::span<const std::uint8_t> from_int8() const;

@@ -214,39 +214,49 @@ Status CpuExecutor::stage_at(std::uint32_t layer, std::span<const std::uint32_t>
   return {};
 }
 
-Status CpuExecutor::attend_host(std::uint32_t layer, std::span<const std::uint32_t> slots,
-                                std::span<const std::uint8_t> from_int8, const HostQuery& query,
-                                const HostPartial& out) {
+Status CpuExecutor::attend(std::uint32_t layer, std::span<const std::uint32_t> t0_slots,
+                           std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8,
+                           const HostQuery& query, const AttendOutput& out) {
   if (auto s = require_initialized(); !s) return s;
   const bool any_int8 = std::any_of(from_int8.begin(), from_int8.end(), [](std::uint8_t f) { return f != 0; });
   if (any_int8) {
     if (auto s = require_int8(); !s) return s;
   }
-  if (auto s = validate_host_rows("attend_host", pool_, any_int8 ? int8_->slots() : 0, layer, slots, from_int8); !s) {
+  if (auto s = validate_host_rows("attend", pool_, any_int8 ? int8_->slots() : 0, layer, slots, from_int8); !s) {
     return s;
   }
-  if (auto s = validate_host_attention(layout_, query, out, slots.size()); !s) return s;
-  PartialAttention attention(layout_, query, out);
-  // Rows go to the kernel in batches; T2 rows are dequantized into scratch_ first.
-  constexpr std::size_t kBatch = 64;
-  const std::size_t row_bytes = pool_.row_bytes;
-  std::array<const std::byte*, kBatch> rows{};
-  if (any_int8) scratch_.resize(kBatch * row_bytes);
-  for (std::size_t first = 0; first < slots.size(); first += kBatch) {
-    const std::size_t n = std::min(kBatch, slots.size() - first);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint32_t slot = slots[first + i];
-      if (from_int8.empty() || from_int8[first + i] == 0) {
-        rows[i] = pool_.row(layer, slot);
-        continue;
-      }
-      std::byte* row = scratch_.data() + i * row_bytes;
-      if (auto s = dequantize_slot(*int8_, layer, slot, row); !s) return s;
-      rows[i] = row;
+  for (std::size_t i = 0; i < t0_slots.size(); ++i) {
+    if (t0_slots[i] >= layout_.num_slots) {
+      return make_error(Errc::kInvalidArgument, "attend: t0 slot " + std::to_string(i) + " is " +
+                                                    std::to_string(t0_slots[i]) + " >= num_slots " +
+                                                    std::to_string(layout_.num_slots));
     }
-    attention.add({rows.data(), n});
   }
-  attention.finish();
+  if (auto s = validate_host_attention(layout_, query, out, t0_slots.size() + slots.size()); !s) return s;
+  // Where every row is: T0 in the engine's cache, T1 in the pool, T2 dequantized into scratch_.
+  attend_rows_.clear();
+  const auto* k_base = reinterpret_cast<const std::byte*>(layout_.k_base[layer]);
+  const auto* v_base = reinterpret_cast<const std::byte*>(layout_.v_base[layer]);
+  for (const std::uint32_t slot : t0_slots) {
+    const std::size_t at = layout_.slot_offset(slot);
+    attend_rows_.push_back({k_base + at, v_base + at, layout_.head_stride});
+  }
+  const std::size_t half = layout_.half_row_bytes(), head = layout_.head_bytes();
+  const auto flagged = static_cast<std::size_t>(std::count_if(from_int8.begin(), from_int8.end(),
+                                                              [](std::uint8_t f) { return f != 0; }));
+  scratch_.resize(flagged * pool_.row_bytes);
+  std::byte* dequantized = scratch_.data();
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const std::byte* row = dequantized;
+    if (from_int8.empty() || from_int8[i] == 0) {
+      row = pool_.row(layer, slots[i]);
+    } else {
+      if (auto s = dequantize_slot(*int8_, layer, slots[i], dequantized); !s) return s;
+      dequantized += pool_.row_bytes;
+    }
+    attend_rows_.push_back({row, row + half, head});
+  }
+  attend_rows(layout_, query, attend_rows_, out);
   return {};
 }
 

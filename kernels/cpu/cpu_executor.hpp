@@ -34,9 +34,8 @@ class CpuExecutor final : public CopyExecutor {
   Status restore_int8(std::span<const RowCopy> copies) override;
   Status stage_at(std::uint32_t layer, std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8,
                   std::span<const std::uint32_t> positions, const PositionTarget& target) override;
-  Status attend_host(std::uint32_t layer, std::span<const std::uint32_t> slots,
-                     std::span<const std::uint8_t> from_int8, const HostQuery& query,
-                     const HostPartial& out) override;
+  Status attend(std::uint32_t layer, std::span<const std::uint32_t> t0_slots, std::span<const std::uint32_t> slots,
+                std::span<const std::uint8_t> from_int8, const HostQuery& query, const AttendOutput& out) override;
   Status wait(std::uint32_t layer) override;
   Status synchronize() override;
 
@@ -54,7 +53,8 @@ class CpuExecutor final : public CopyExecutor {
   PoolView pool_;
   bool initialized_ = false;
   std::optional<Int8PoolDesc> int8_;
-  std::vector<std::byte> scratch_;  // dequantized rows (T2 staging and restores)
+  std::vector<std::byte> scratch_;  // dequantized rows (T2 staging, restores and attention)
+  std::vector<AttendRow> attend_rows_;  // attend's rows, kept to reuse the allocation
 };
 
 }  // namespace kvtier::kernels

@@ -1,5 +1,6 @@
-// PartialAttention (host_attention.hpp): online softmax over rows in host memory. The per-row
-// loop is written once over 8-lane vectors and built per instruction set (host_attention_rows.hpp).
+// attend_rows (host_attention.hpp): chunks of rows, each an online softmax over blocks of 8, on
+// the worker threads; the loops over a block are written once over 8-lane vectors and built per
+// instruction set (host_attention_rows.hpp).
 #include "kvtier/kernels/host_attention.hpp"
 
 #include <algorithm>
@@ -7,9 +8,11 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "host_attention_rows.hpp"
 #include "kvtier/kernels/quantize.hpp"
+#include "worker_pool.hpp"
 
 // The vectors below are passed only between always-inlined functions of this file, so the ABI
 // note that GCC gives for 32-byte vectors without AVX is moot.
@@ -36,23 +39,34 @@ using I8 = std::int32_t __attribute__((vector_size(32)));
 
 [[gnu::always_inline]] inline V8 splat(float x) noexcept { return V8{} + x; }
 
-// q · k as 8 lane sums: two accumulators (even and odd chunks of 8, so that consecutive
-// multiply-adds do not wait for each other), added; a tail of n % 8 elements goes to lanes 0...
-[[gnu::always_inline]] inline V8 dot_lanes(const float* q, const float* k, std::uint32_t n) noexcept {
-  V8 even = {}, odd = {};
+// q · k_r for the 8 rows of a block as 8 lane sums each (lane j: elements j, j + 8, ...; a tail of
+// n % 8 elements into lanes 0..), one query chunk against every row's: 8 independent sums, each
+// in a register (spelled out: an array of them would live in memory).
+[[gnu::always_inline]] inline void dot_lanes(const float* q, const float* const* k, std::uint32_t n, V8* out) noexcept {
+  V8 d0 = {}, d1 = {}, d2 = {}, d3 = {}, d4 = {}, d5 = {}, d6 = {}, d7 = {};
+  const auto step = [&](const V8& qc, std::uint32_t i) {
+    d0 += qc * load8(k[0] + i);
+    d1 += qc * load8(k[1] + i);
+    d2 += qc * load8(k[2] + i);
+    d3 += qc * load8(k[3] + i);
+    d4 += qc * load8(k[4] + i);
+    d5 += qc * load8(k[5] + i);
+    d6 += qc * load8(k[6] + i);
+    d7 += qc * load8(k[7] + i);
+  };
   std::uint32_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    even += load8(q + i) * load8(k + i);
-    odd += load8(q + i + 8) * load8(k + i + 8);
-  }
-  for (; i + 8 <= n; i += 8) even += load8(q + i) * load8(k + i);
+  for (; i + 8 <= n; i += 8) step(load8(q + i), i);
+  out[0] = d0, out[1] = d1, out[2] = d2, out[3] = d3, out[4] = d4, out[5] = d5, out[6] = d6, out[7] = d7;
   if (i < n) {
-    float qt[8] = {}, kt[8] = {};
+    float qt[8] = {};
     std::memcpy(qt, q + i, (n - i) * sizeof(float));
-    std::memcpy(kt, k + i, (n - i) * sizeof(float));
-    even += load8(qt) * load8(kt);
+    const V8 qc = load8(qt);
+    for (std::uint32_t r = 0; r < 8; ++r) {
+      float kt[8] = {};
+      std::memcpy(kt, k[r] + i, (n - i) * sizeof(float));
+      out[r] += qc * load8(kt);
+    }
   }
-  return even + odd;
 }
 
 // Lane r of the result: the sum of the lanes of a[r], ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)),
@@ -92,18 +106,29 @@ using I8 = std::int32_t __attribute__((vector_size(32)));
   return x < -87.0f ? V8{} : scaled;
 }
 
-// Up to 8 rows (float32, K of every KV head then V) into the running state, per query head: the
-// logits of the block, one new max (and one shrink of what was summed) per block, the weights by
-// exp8, and acc = acc · shrink + Σ_r p_r · v_r, read and written once per block.
-[[gnu::always_inline]] inline void add_block(AttentionState& s, const float* const* rows, std::uint32_t n) noexcept {
+// Up to 8 rows into the running state, per query head: the logits of the block (the 8 dot
+// products reduced together), one new max (and one shrink of what was summed) per block, the
+// weights by exp8, and acc = acc · shrink + Σ_r p_r · v_r, read and written once per block.
+[[gnu::always_inline]] inline void add_block(AttentionState& s, const FloatRows& rows, std::uint32_t n) noexcept {
   for (std::uint32_t h = 0; h < s.q_heads; ++h) {
     for (std::uint32_t r = h; r < s.next_rows; r += s.q_heads) {
-      for (std::size_t line = 0; line < s.row_bytes; line += 64) __builtin_prefetch(s.next[r] + line);
+      for (std::uint32_t head = 0; head < s.kv_heads; ++head) {
+        for (std::size_t line = 0; line < s.head_bytes; line += 64) {
+          __builtin_prefetch(s.next[r].k + head * s.next[r].head_stride + line);
+          __builtin_prefetch(s.next[r].v + head * s.next[r].head_stride + line);
+        }
+      }
     }
-    const std::size_t kv = std::size_t{h / s.group} * s.head_dim;
+    const std::size_t kv = h / s.group;
     const float* q = s.q + std::size_t{h} * s.head_dim;
+    const float* k[8];
+    const float* v[8];
+    for (std::uint32_t r = 0; r < 8; ++r) {  // a short block's missing rows read q, their logits unused
+      k[r] = r < n ? rows.k[r] + kv * rows.stride[r] : q;
+      v[r] = r < n ? rows.v[r] + kv * rows.stride[r] : nullptr;
+    }
     V8 dots[8] = {};
-    for (std::uint32_t r = 0; r < n; ++r) dots[r] = dot_lanes(q, rows[r] + kv, s.head_dim);
+    dot_lanes(q, k, s.head_dim, dots);
     float logits[8];
     store8(logits, sum_lanes(dots) * s.scale);
     float top = s.max[h];
@@ -119,16 +144,32 @@ using I8 = std::int32_t __attribute__((vector_size(32)));
     float p[8];
     store8(p, exp8(load8(logits) - top));
     s.sum[h] = s.sum[h] * shrink + (((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7])));
+    // Four chunks of the accumulator at a time: four independent sums over the rows.
     float* acc = s.acc + std::size_t{h} * s.head_dim;
     std::uint32_t d = 0;
+    for (; d + 32 <= s.head_dim; d += 32) {
+      V8 a0 = load8(acc + d) * shrink, a1 = load8(acc + d + 8) * shrink;
+      V8 a2 = load8(acc + d + 16) * shrink, a3 = load8(acc + d + 24) * shrink;
+      for (std::uint32_t r = 0; r < n; ++r) {
+        const float* vr = v[r] + d;
+        a0 += load8(vr) * p[r];
+        a1 += load8(vr + 8) * p[r];
+        a2 += load8(vr + 16) * p[r];
+        a3 += load8(vr + 24) * p[r];
+      }
+      store8(acc + d, a0);
+      store8(acc + d + 8, a1);
+      store8(acc + d + 16, a2);
+      store8(acc + d + 24, a3);
+    }
     for (; d + 8 <= s.head_dim; d += 8) {
       V8 a = load8(acc + d) * shrink;
-      for (std::uint32_t r = 0; r < n; ++r) a += load8(rows[r] + s.half + kv + d) * p[r];
+      for (std::uint32_t r = 0; r < n; ++r) a += load8(v[r] + d) * p[r];
       store8(acc + d, a);
     }
     for (; d < s.head_dim; ++d) {
       float a = acc[d] * shrink;
-      for (std::uint32_t r = 0; r < n; ++r) a += rows[r][s.half + kv + d] * p[r];
+      for (std::uint32_t r = 0; r < n; ++r) a += v[r][d] * p[r];
       acc[d] = a;
     }
   }
@@ -146,62 +187,77 @@ using I8 = std::int32_t __attribute__((vector_size(32)));
   }
 }
 
-void add_block_baseline(AttentionState& s, const float* const* rows, std::uint32_t n) noexcept {
-  add_block(s, rows, n);
-}
-
+void add_block_baseline(AttentionState& s, const FloatRows& rows, std::uint32_t n) noexcept { add_block(s, rows, n); }
 void to_probs_baseline(float* values, std::size_t n, float lse) noexcept { to_probs(values, n, lse); }
+constexpr AttentionLoops kBaseline{add_block_baseline, to_probs_baseline};
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-[[gnu::target("avx2")]] void add_block_avx2(AttentionState& s, const float* const* rows, std::uint32_t n) noexcept {
+[[gnu::target("avx2")]] void add_block_avx2(AttentionState& s, const FloatRows& rows, std::uint32_t n) noexcept {
   add_block(s, rows, n);
 }
-
 [[gnu::target("avx2")]] void to_probs_avx2(float* values, std::size_t n, float lse) noexcept {
   to_probs(values, n, lse);
 }
+constexpr AttentionLoops kAvx2{add_block_avx2, to_probs_avx2};
 #endif
+
+// One chunk's rows, in blocks of 8, converted to float32 where the dtype is not (into `scratch`,
+// 8 rows of K and V).
+void run_chunk(const KvLayout& layout, const AttentionLoops& loops, AttentionState& s, std::span<const AttendRow> rows,
+               float* scratch) {
+  const std::size_t es = dtype_bytes(layout.dtype);
+  const std::uint32_t kv_heads = layout.num_kv_heads;
+  for (std::size_t first = 0; first < rows.size(); first += 8) {
+    const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(8, rows.size() - first));
+    s.next = rows.data() + first + n;
+    s.next_rows = static_cast<std::uint32_t>(std::min<std::size_t>(8, rows.size() - first - n));
+    FloatRows block{};
+    for (std::uint32_t r = 0; r < n; ++r) {
+      const AttendRow& row = rows[first + r];
+      if (layout.dtype == KvDtype::kF32) {
+        block.k[r] = reinterpret_cast<const float*>(row.k);
+        block.v[r] = reinterpret_cast<const float*>(row.v);
+        block.stride[r] = row.head_stride / es;
+        continue;
+      }
+      float* k = scratch + std::size_t{r} * 2 * kv_heads * layout.head_dim;
+      float* v = k + std::size_t{kv_heads} * layout.head_dim;
+      for (std::uint32_t h = 0; h < kv_heads; ++h) {
+        to_f32(layout.dtype, row.k + h * row.head_stride, k + std::size_t{h} * layout.head_dim, layout.head_dim);
+        to_f32(layout.dtype, row.v + h * row.head_stride, v + std::size_t{h} * layout.head_dim, layout.head_dim);
+      }
+      block.k[r] = k;
+      block.v[r] = v;
+      block.stride[r] = layout.head_dim;
+    }
+    loops.add_block(s, block, n);
+  }
+}
 
 }  // namespace
 
-AddBlock baseline_add_block() noexcept { return add_block_baseline; }
+const AttentionLoops& baseline_attention_loops() noexcept { return kBaseline; }
 
-AddBlock avx2_add_block() noexcept {
+const AttentionLoops* avx2_attention_loops() noexcept {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") ? add_block_avx2 : nullptr;
+  return __builtin_cpu_supports("avx2") ? &kAvx2 : nullptr;
 #else
   return nullptr;
 #endif
 }
 
-AddBlock default_add_block() noexcept {
-  static const AddBlock chosen = avx2_add_block() != nullptr ? avx2_add_block() : baseline_add_block();
-  return chosen;
-}
-
-ToProbs baseline_to_probs() noexcept { return to_probs_baseline; }
-
-ToProbs avx2_to_probs() noexcept {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") ? to_probs_avx2 : nullptr;
-#else
-  return nullptr;
-#endif
-}
-
-ToProbs default_to_probs() noexcept {
-  static const ToProbs chosen = avx2_to_probs() != nullptr ? avx2_to_probs() : baseline_to_probs();
+const AttentionLoops& default_attention_loops() noexcept {
+  static const AttentionLoops& chosen = avx2_attention_loops() != nullptr ? *avx2_attention_loops() : kBaseline;
   return chosen;
 }
 
 }  // namespace detail
 
-Status validate_host_attention(const KvLayout& layout, const HostQuery& query, const HostPartial& out,
+Status validate_host_attention(const KvLayout& layout, const HostQuery& query, const AttendOutput& out,
                                std::size_t rows) {
   const auto bad = [](const std::string& message) {
-    return make_error(Errc::kInvalidArgument, "attend_host: " + message);
+    return make_error(Errc::kInvalidArgument, "attend: " + message);
   };
   if (query.q == nullptr || out.out == nullptr || out.lse == nullptr) return bad("the query, out or lse is null");
   if (layout.num_kv_heads == 0 || query.q_heads == 0 || query.q_heads % layout.num_kv_heads != 0) {
@@ -218,60 +274,67 @@ Status validate_host_attention(const KvLayout& layout, const HostQuery& query, c
   return {};
 }
 
-PartialAttention::PartialAttention(const KvLayout& layout, const HostQuery& query, const HostPartial& out)
-    : dtype_(layout.dtype),
-      kv_heads_(layout.num_kv_heads),
-      head_dim_(layout.head_dim),
-      group_(query.q_heads / layout.num_kv_heads),
-      query_(query),
-      out_(out),
-      max_(query.q_heads, detail::kMinusInf),
-      sum_(query.q_heads, 0.0f),
-      acc_(std::size_t{query.q_heads} * layout.head_dim, 0.0f) {
-  if (dtype_ != KvDtype::kF32) row_.resize(kBlockRows * 2 * std::size_t{kv_heads_} * head_dim_);
-}
-
-void PartialAttention::add(std::span<const std::byte* const> rows) noexcept {
-  const std::size_t half = std::size_t{kv_heads_} * head_dim_;
-  const std::size_t row_bytes = 2 * half * dtype_bytes(dtype_);
-  detail::AttentionState state{query_.q,   query_.scale, query_.q_heads, group_,      head_dim_,
-                               half,       max_.data(),  sum_.data(),    acc_.data(), out_.probs,
-                               out_.probs_stride, rows_, nullptr, 0, row_bytes};
-  const detail::AddBlock add_block = detail::default_add_block();
-  const float* block[kBlockRows];
-  for (std::size_t first = 0; first < rows.size(); first += kBlockRows) {
-    const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(kBlockRows, rows.size() - first));
-    for (std::uint32_t r = 0; r < n; ++r) {
-      if (dtype_ == KvDtype::kF32) {
-        block[r] = reinterpret_cast<const float*>(rows[first + r]);
-      } else {
-        float* converted = row_.data() + r * 2 * half;
-        to_f32(dtype_, rows[first + r], converted, 2 * half);
-        block[r] = converted;
-      }
-    }
-    // The next block's rows toward the cache while this one computes (host rows are scattered
-    // over the pool, where the hardware prefetchers do not follow); add_block spreads them.
-    state.next = rows.data() + first + n;
-    state.next_rows = static_cast<std::uint32_t>(std::min<std::size_t>(kBlockRows, rows.size() - first - n));
-    add_block(state, block, n);
+void attend_rows(const KvLayout& layout, const HostQuery& query, std::span<const AttendRow> rows,
+                 const AttendOutput& out) {
+  const std::uint32_t hq = query.q_heads, dim = query.head_dim;
+  const std::size_t n = rows.size(), chunks = (n + kAttendChunkRows - 1) / kAttendChunkRows;
+  const detail::AttentionLoops& loops = detail::default_attention_loops();
+  // Logits, turned into probabilities at the end: the caller's probs, else our own when scores
+  // are wanted.
+  std::vector<float> own_logits;
+  float* logits = out.probs;
+  std::size_t stride = out.probs_stride;
+  if (logits == nullptr && out.scores != nullptr) {
+    own_logits.resize(std::size_t{hq} * n);
+    logits = own_logits.data();
+    stride = n;
   }
-  rows_ = state.row;
-}
-
-void PartialAttention::finish() const noexcept {
-  for (std::uint32_t h = 0; h < query_.q_heads; ++h) {
-    float* out = out_.out + std::size_t{h} * head_dim_;
-    const float* acc = acc_.data() + std::size_t{h} * head_dim_;
-    if (sum_[h] == 0.0f) {  // no rows (or every logit −inf)
-      out_.lse[h] = detail::kMinusInf;
-      for (std::uint32_t d = 0; d < head_dim_; ++d) out[d] = 0.0f;
+  // Per chunk: max [hq], sum [hq], acc [hq, dim], conversion scratch [8 rows of K and V].
+  const std::size_t scratch = layout.dtype == KvDtype::kF32 ? 0 : 16 * std::size_t{layout.num_kv_heads} * dim;
+  const std::size_t per_chunk = 2 * std::size_t{hq} + std::size_t{hq} * dim + scratch;
+  std::vector<float> states(chunks * per_chunk);
+  detail::WorkerPool::shared().run(chunks, [&](std::size_t c) {
+    float* st = states.data() + c * per_chunk;
+    std::fill(st, st + hq, detail::kMinusInf);
+    const std::size_t first = c * kAttendChunkRows;
+    detail::AttentionState s{query.q, query.scale, hq,     hq / layout.num_kv_heads, dim,
+                             st,      st + hq,     st + 2 * hq, logits,             stride,
+                             first,   nullptr,     0,      layout.num_kv_heads,     layout.head_bytes()};
+    detail::run_chunk(layout, loops, s, rows.subspan(first, std::min(kAttendChunkRows, n - first)),
+                      st + per_chunk - scratch);
+  });
+  // Merge the chunks in order: m = max, sum and acc rescaled to it.
+  for (std::uint32_t h = 0; h < hq; ++h) {
+    float top = detail::kMinusInf;
+    for (std::size_t c = 0; c < chunks; ++c) top = std::max(top, states[c * per_chunk + h]);
+    float sum = 0.0f;
+    float* o = out.out + std::size_t{h} * dim;
+    std::fill(o, o + dim, 0.0f);
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const float* st = states.data() + c * per_chunk;
+      if (st[hq + h] == 0.0f) continue;  // an empty chunk (no row contributes)
+      const float w = std::exp(st[h] - top);
+      sum += st[hq + h] * w;
+      const float* acc = st + 2 * hq + std::size_t{h} * dim;
+      for (std::uint32_t d = 0; d < dim; ++d) o[d] += acc[d] * w;
+    }
+    if (sum == 0.0f) {  // no rows
+      out.lse[h] = detail::kMinusInf;
       continue;
     }
-    out_.lse[h] = max_[h] + std::log(sum_[h]);
-    for (std::uint32_t d = 0; d < head_dim_; ++d) out[d] = acc[d] / sum_[h];
-    if (out_.probs != nullptr) detail::default_to_probs()(out_.probs + h * out_.probs_stride, rows_, out_.lse[h]);
+    out.lse[h] = top + std::log(sum);
+    for (std::uint32_t d = 0; d < dim; ++d) o[d] /= sum;
   }
+  if (logits == nullptr || n == 0) return;
+  detail::WorkerPool::shared().run(chunks, [&](std::size_t c) {
+    const std::size_t first = c * kAttendChunkRows, count = std::min(kAttendChunkRows, n - first);
+    for (std::uint32_t h = 0; h < hq; ++h) loops.to_probs(logits + h * stride + first, count, out.lse[h]);
+    if (out.scores == nullptr) return;
+    for (std::uint32_t h = 0; h < hq; ++h) {
+      const float* p = logits + h * stride + first;
+      for (std::size_t i = 0; i < count; ++i) out.scores[first + i] += p[i];
+    }
+  });
 }
 
 }  // namespace kvtier::kernels

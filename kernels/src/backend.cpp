@@ -1,4 +1,4 @@
-// backend_name and CopyExecutor's default stage_at and attend_host (executor.hpp). Naming a backend needs no
+// backend_name and CopyExecutor's default stage_at and attend (executor.hpp). Naming a backend needs no
 // factory: make_executor and backend_built live in kvtier_kernels_factory (executor_factory.cpp).
 #include <string>
 #include <string_view>
@@ -24,11 +24,11 @@ Status CopyExecutor::stage_at(std::uint32_t /*layer*/, std::span<const std::uint
                                             " backend stages through prefetch only");
 }
 
-Status CopyExecutor::attend_host(std::uint32_t /*layer*/, std::span<const std::uint32_t> /*slots*/,
-                                 std::span<const std::uint8_t> /*from_int8*/, const HostQuery& /*query*/,
-                                 const HostPartial& /*out*/) {
-  return make_error(Errc::kUnavailable, "attend_host: the " + std::string(backend_name(backend())) +
-                                            " backend does not attend host rows");
+Status CopyExecutor::attend(std::uint32_t /*layer*/, std::span<const std::uint32_t> /*t0_slots*/,
+                            std::span<const std::uint32_t> /*slots*/, std::span<const std::uint8_t> /*from_int8*/,
+                            const HostQuery& /*query*/, const AttendOutput& /*out*/) {
+  return make_error(Errc::kUnavailable, "attend: the " + std::string(backend_name(backend())) +
+                                            " backend does not attend on the host");
 }
 
 }  // namespace kvtier::kernels

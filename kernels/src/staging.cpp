@@ -1,4 +1,4 @@
-// Validation of prefetch, stage_at and attend_host requests, shared by every executor backend.
+// Validation of prefetch, stage_at and attend requests, shared by every executor backend.
 #include "kvtier/kernels/staging.hpp"
 
 #include <string>

@@ -69,13 +69,14 @@ static int handoff_offline(void) {
     CHECK(kvtier_stage_layer_at(NULL, 1, 0, &target) == KVTIER_E_INVALID_ARGUMENT);
   }
   {
-    kvtier_host_attention attention;
+    kvtier_attention attention;
     memset(&attention, 0xAB, sizeof(attention));
-    kvtier_host_attention_init(&attention);
+    kvtier_attention_init(&attention);
     CHECK(attention.struct_size == sizeof(attention));
-    CHECK(attention.q == NULL && attention.q_heads == 0 && attention.head_dim == 0 && attention.scale == 0.0f && attention.probs == NULL);
-    kvtier_host_attention_init(NULL); /* ignored */
-    CHECK(kvtier_attend_host(NULL, 1, 0, &attention) == KVTIER_E_INVALID_ARGUMENT);
+    CHECK(attention.q == NULL && attention.q_heads == 0 && attention.head_dim == 0 && attention.scale == 0.0f);
+    CHECK(attention.t0_slots == NULL && attention.t0_count == 0 && attention.probs == NULL && attention.scores == NULL);
+    kvtier_attention_init(NULL); /* ignored */
+    CHECK(kvtier_attend(NULL, 1, 0, &attention) == KVTIER_E_INVALID_ARGUMENT);
   }
   return 0;
 }
@@ -122,13 +123,16 @@ static int handoff_online(kvtier_client* client, uint32_t sequence) {
     CHECK(kvtier_stage_layer_at(client, sequence, 0, &target) == KVTIER_E_BAD_STATE); /* no attached cache */
   }
   {
-    kvtier_host_attention attention;
-    kvtier_host_attention_init(&attention);
-    CHECK(kvtier_attend_host(client, sequence, 0, NULL) == KVTIER_E_INVALID_ARGUMENT);
+    kvtier_attention attention;
+    kvtier_attention_init(&attention);
+    CHECK(kvtier_attend(client, sequence, 0, NULL) == KVTIER_E_INVALID_ARGUMENT);
     attention.struct_size = 8; /* too small: refused, never read past */
-    CHECK(kvtier_attend_host(client, sequence, 0, &attention) == KVTIER_E_INVALID_ARGUMENT);
+    CHECK(kvtier_attend(client, sequence, 0, &attention) == KVTIER_E_INVALID_ARGUMENT);
     attention.struct_size = sizeof(attention);
-    CHECK(kvtier_attend_host(client, sequence, 0, &attention) == KVTIER_E_BAD_STATE); /* no attached cache */
+    attention.t0_count = 2; /* and no slots */
+    CHECK(kvtier_attend(client, sequence, 0, &attention) == KVTIER_E_INVALID_ARGUMENT);
+    attention.t0_count = 0;
+    CHECK(kvtier_attend(client, sequence, 0, &attention) == KVTIER_E_BAD_STATE); /* no attached cache */
   }
   return 0;
 }

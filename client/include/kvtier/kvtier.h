@@ -393,34 +393,41 @@ KVTIER_API void kvtier_stage_target_init(kvtier_stage_target* target);
 KVTIER_API kvtier_status kvtier_stage_layer_at(kvtier_client* client, uint32_t sequence, uint32_t layer,
                                                const kvtier_stage_target* target);
 
-/* One decode query's attention over a layer's T1 and T2 rows where they live, instead of staging
- * them (DESIGN §6), as a partial result the engine merges with its attention over its own keys:
- *   lse = ln(exp(lse_A) + exp(lse_B))     out = exp(lse_A - lse) * out_A + exp(lse_B - lse) * out_B
- * q: q_heads rows of head_dim float32 (head_dim: the attached cache's), head h at q + h * head_dim,
- * reading KV head h / (q_heads / num_kv_heads); scale: usually head_dim^-1/2. Results, float32 in host memory:
- * out [q_heads, head_dim], lse [q_heads] (natural log; -inf with no host rows, out then 0) and,
- * when probs is not NULL, exp(scale * q.k - lse) of host row i, its weight within this part, at
- * probs[h * probs_stride + i] (probs_stride >= the host rows; rows in ascending position order;
- * the weight in the merged attention is that times exp(lse - lse_merged)). */
-typedef struct kvtier_host_attention {
+/* One decode query's attention over a layer's rows where they live, computed on the CPU, nothing
+ * copied (DESIGN §6): the attached cache's slots t0_slots[0..t0_count) (may be none), then the
+ * sequence's T1 and T2 rows (T2 dequantized) in ascending positions. For query head h (KV head
+ * h / (q_heads / num_kv_heads)) and rows i, s_i = scale * q_h . k_i:
+ *   lse_h = ln sum_i exp(s_i)     p_hi = exp(s_i - lse_h)     out_h = sum_i p_hi * v_i
+ * With only some keys given (e.g. no t0_slots), (out, lse) merges with the engine's attention
+ * over the others (part A): lse = ln(exp(lse_A) + exp(lse_B)),
+ * out = exp(lse_A - lse) * out_A + exp(lse_B - lse) * out_B.
+ * q: q_heads rows of head_dim float32 (head_dim: the attached cache's), head h at q + h * head_dim.
+ * Results, float32 in host memory: out [q_heads, head_dim]; lse [q_heads] (natural log; -inf with
+ * no rows, out then 0); when not NULL, probs [q_heads, probs_stride >= rows]: p_hi at
+ * probs[h * probs_stride + i]; scores [rows]: scores[i] += p_hi for every h (e.g. summed over a
+ * step's layers). Rows are cut into chunks of 256 run on a few library threads; the same rows
+ * give the same bits on any machine. */
+typedef struct kvtier_attention {
   size_t struct_size;
   const float* q;
   uint32_t q_heads, head_dim;
   float scale;
+  const uint32_t* t0_slots;
+  size_t t0_count;
   float* out;
   float* lse;
   float* probs;
   size_t probs_stride;
-} kvtier_host_attention;
+  float* scores;
+} kvtier_attention;
 
-KVTIER_API void kvtier_host_attention_init(kvtier_host_attention* attention);
+KVTIER_API void kvtier_attention_init(kvtier_attention* attention);
 
-/* Runs `attention` over layer `layer`'s host rows (T2 dequantized), complete when it returns;
- * float32 arithmetic in a fixed order (the same bits for the same rows and query). CPU backend
- * only (KVTIER_E_UNAVAILABLE on CUDA); KVTIER_E_INVALID_ARGUMENT, nothing written, for a bad layer,
+/* Runs `attention` over layer `layer`, complete when it returns. CPU backend only
+ * (KVTIER_E_UNAVAILABLE on CUDA); KVTIER_E_INVALID_ARGUMENT, nothing written, for a bad layer, slot,
  * query or probs_stride; KVTIER_E_BAD_STATE while a layer of the sequence is prefetched. */
-KVTIER_API kvtier_status kvtier_attend_host(kvtier_client* client, uint32_t sequence, uint32_t layer,
-                                            const kvtier_host_attention* attention);
+KVTIER_API kvtier_status kvtier_attend(kvtier_client* client, uint32_t sequence, uint32_t layer,
+                                       const kvtier_attention* attention);
 
 /* The engine's compute stream for this sequence's copies (a cudaStream_t; 0 = none, the default).
  * With one, copies wait for the work already queued on it before touching memory, restored

@@ -310,37 +310,50 @@ void bind_staging(nb::class_<ClientObject>& c) {
       "only (UnavailableError on CUDA); InvalidArgumentError, nothing written, for a position outside; "
       "BadStateError while a layer is prefetched.");
   c.def(
-      "attend_host",
+      "attend",
       [](ClientObject& self, std::uint32_t sequence, std::uint32_t layer, const QueryRows& q, float scale,
-         OutRows out, OutVector lse, std::optional<OutRows> probs) {
+         OutRows out, OutVector lse, std::optional<SlotVector> t0_slots, std::optional<OutRows> probs,
+         std::optional<OutVector> scores) {
         const std::size_t heads = q.shape(0);
-        const auto bad = [](const std::string& what) { throw StatusError(KVTIER_E_INVALID_ARGUMENT, "attend_host: " + what); };
+        const auto bad = [](const std::string& what) { throw StatusError(KVTIER_E_INVALID_ARGUMENT, "attend: " + what); };
         if (heads > UINT32_MAX || q.shape(1) > UINT32_MAX) bad("q is too large");
         if (out.shape(0) != heads || out.shape(1) != q.shape(1)) bad("out must have q's shape");
         if (lse.shape(0) != heads) bad("lse must have one entry per query head");
         if (probs && probs->shape(0) != heads) bad("probs must have one row per query head");
-        kvtier_host_attention a;
-        kvtier_host_attention_init(&a);
+        kvtier_attention a;
+        kvtier_attention_init(&a);
         a.q = q.data();
         a.q_heads = static_cast<std::uint32_t>(heads);
         a.head_dim = static_cast<std::uint32_t>(q.shape(1));
         a.scale = scale;
         a.out = out.data();
         a.lse = lse.data();
+        if (t0_slots) {
+          a.t0_slots = t0_slots->data();
+          a.t0_count = t0_slots->shape(0);
+        }
         if (probs) {
           a.probs = probs->data();
           a.probs_stride = probs->shape(1);
         }
+        std::size_t rows = a.t0_count;
+        if (scores) {
+          rows += self.t1_rows(sequence).first;
+          if (scores->shape(0) != rows) bad("scores must have one entry per row (" + std::to_string(rows) + ")");
+          a.scores = scores->data();
+        }
         nb::gil_scoped_release release;
-        self.attend_host(sequence, layer, a);
+        self.attend(sequence, layer, a);
       },
-      "sequence"_a, "layer"_a, nb::kw_only(), "q"_a, "scale"_a, "out"_a, "lse"_a, "probs"_a = nb::none(),
-      "One decode query's attention over layer `layer`'s T1 and T2 rows where they live (kvtier_attend_host), "
-      "as a partial result to merge with the engine's attention over its own keys by log-sum-exp. q: [q_heads, "
-      "head_dim] float32 (head_dim the cache's); writes out [q_heads, head_dim], lse [q_heads] (natural log, -inf "
-      "with no host rows) and, when given, probs [q_heads, >= host rows]: exp(scale * q.k - lse) of the i-th host "
-      "row (ascending positions) in column i, its weight within this part. Contiguous float32 CPU arrays or tensors. Complete on return. CPU backend "
-      "only (UnavailableError on CUDA); InvalidArgumentError, nothing written, for bad shapes or layer; "
+      "sequence"_a, "layer"_a, nb::kw_only(), "q"_a, "scale"_a, "out"_a, "lse"_a, "t0_slots"_a = nb::none(),
+      "probs"_a = nb::none(), "scores"_a = nb::none(),
+      "One decode query's attention over layer `layer`'s rows where they live, on the CPU (kvtier_attend): the "
+      "attached cache's slots t0_slots (uint32, may be omitted), then the T1 and T2 rows in ascending positions. "
+      "q: [q_heads, head_dim] float32 (head_dim the cache's). Writes out [q_heads, head_dim] and lse [q_heads] "
+      "(natural log, -inf with no rows: a partial result merges with other keys by log-sum-exp) and, when given, "
+      "probs [q_heads, >= rows]: row i's weight exp(scale * q.k - lse) per head in column i; scores [rows]: adds "
+      "every head's weight of row i. Contiguous float32 CPU arrays or tensors. Complete on return. CPU backend "
+      "only (UnavailableError on CUDA); InvalidArgumentError, nothing written, for bad shapes, slots or layer; "
       "BadStateError while a layer is prefetched.");
   c.def("set_stream", &PyClient::set_stream, "sequence"_a, "stream"_a, Release(),
         "The engine's compute stream for this sequence's copies (a cudaStream_t as an int, e.g. "

@@ -255,9 +255,9 @@ void PyClient::stage_at(std::uint32_t sequence, std::uint32_t layer, const kvtie
   }
 }
 
-void PyClient::attend_host(std::uint32_t sequence, std::uint32_t layer, const kvtier_host_attention& attention) {
+void PyClient::attend(std::uint32_t sequence, std::uint32_t layer, const kvtier_attention& attention) {
   std::lock_guard lock(mu_);
-  if (const auto st = kvtier_attend_host(handle_locked("attend_host"), sequence, layer, &attention); st != KVTIER_OK) {
+  if (const auto st = kvtier_attend(handle_locked("attend"), sequence, layer, &attention); st != KVTIER_OK) {
     fail(st);
   }
 }

@@ -147,7 +147,7 @@ class PyClient {
   void set_stream(std::uint32_t sequence, std::uintptr_t stream);
   // kvtier_stage_layer_at: the layer's host rows straight to their positions in host memory.
   void stage_at(std::uint32_t sequence, std::uint32_t layer, const kvtier_stage_target& target);
-  void attend_host(std::uint32_t sequence, std::uint32_t layer, const kvtier_host_attention& attention);
+  void attend(std::uint32_t sequence, std::uint32_t layer, const kvtier_attention& attention);
   // Sequence hand-off: the token an adopter presents / the adopted sequence.
   std::uint64_t export_sequence(std::uint32_t sequence, const kvtier_export_buffer& buffer,
                                 std::span<const std::uint32_t> t0_positions, std::span<const std::uint32_t> t0_slots);

@@ -2,7 +2,7 @@
 // switches reads to rows the "daemon" (this test) quantized, T2 -> T0 dequantizes into the
 // engine's slot, T2 -> T3 drops, staging merges exact T1 rows with dequantized T2 rows (into a
 // buffer, or straight to their positions with stage_at; attended where they live with
-// attend_host), and every refused plan leaves cache, pool and residency untouched.
+// attend), and every refused plan leaves cache, pool and residency untouched.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -301,40 +301,47 @@ TEST_F(SequenceCacheT2, StageAtIsRefusedWhileALayerIsPrefetched) {
   EXPECT_TRUE(cache_->stage_at(1, target));
 }
 
-// attend_host reads the host rows (T2 dequantized) in ascending position order: the same bits as
-// the accumulator over the rows a position-order stage returns.
-TEST_F(SequenceCacheT2, AttendHostReadsTheHostRowsInPositionOrder) {
+// attend reads the cache's T0 slots it is given, then the host rows (T2 dequantized) in
+// ascending position order: the same bits as attend_rows over the rows a position-order stage
+// returns.
+TEST_F(SequenceCacheT2, AttendReadsTheGivenCacheSlotsThenTheHostRowsInPositionOrder) {
   demote_two();
   constexpr std::uint32_t kQHeads = 4;
   std::vector<float> q(kQHeads * kDim);
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>((i * 29) % 13) * 0.2f - 1.0f;
   const kernels::HostQuery query{q.data(), kQHeads, kDim, 0.35f};
-  auto layout = kernels::make_hf_layout(kLayers, kHeads, kDim, kernels::KvDtype::kF32, kSlots, k_base_, v_base_);
+  const auto layout = kernels::make_hf_layout(kLayers, kHeads, kDim, kernels::KvDtype::kF32, kSlots, k_base_, v_base_);
+  const std::vector<std::uint32_t> t0{7, 5};
   for (std::uint32_t l = 0; l < kLayers; ++l) {
     const Staged want = stage(l, KVTIER_STAGE_POSITION_ORDER);
     ASSERT_EQ(want.layer.rows, 4u);
-    std::vector<float> out(kQHeads * kDim), lse(kQHeads), probs(kQHeads * 4);
-    std::vector<float> want_out(out.size()), want_lse(lse.size()), want_probs(probs.size());
-    const kernels::HostPartial expected{want_out.data(), want_lse.data(), want_probs.data(), 4};
-    kernels::PartialAttention attention(layout, query, expected);
-    std::vector<Bytes> rows;
-    std::vector<const std::byte*> pointers;
-    for (std::size_t i = 0; i < want.layer.rows; ++i) rows.push_back(want.row(i));
-    for (const Bytes& row : rows) pointers.push_back(row.data());
-    attention.add(pointers);
-    attention.finish();
-    ASSERT_TRUE(cache_->attend_host(l, query, {out.data(), lse.data(), probs.data(), 4}));
+    std::vector<Bytes> host;
+    std::vector<kernels::AttendRow> rows;
+    for (std::uint32_t s : t0) {
+      const std::size_t at = layout.slot_offset(s);
+      rows.push_back({reinterpret_cast<const std::byte*>(k_base_[l]) + at,
+                      reinterpret_cast<const std::byte*>(v_base_[l]) + at, layout.head_stride});
+    }
+    for (std::size_t i = 0; i < want.layer.rows; ++i) host.push_back(want.row(i));
+    for (const Bytes& row : host) rows.push_back({row.data(), row.data() + kHalf, kDim * sizeof(float)});
+    std::vector<float> out(kQHeads * kDim), lse(kQHeads), probs(kQHeads * 6), scores(6);
+    std::vector<float> want_out(out.size()), want_lse(lse.size()), want_probs(probs.size()), want_scores(6);
+    kernels::attend_rows(layout, query, rows,
+                         {want_out.data(), want_lse.data(), want_probs.data(), 6, want_scores.data()});
+    ASSERT_TRUE(cache_->attend(l, t0, query, {out.data(), lse.data(), probs.data(), 6, scores.data()}));
     EXPECT_EQ(out, want_out);
     EXPECT_EQ(lse, want_lse);
     EXPECT_EQ(probs, want_probs);
+    EXPECT_EQ(scores, want_scores);
   }
   Bytes buffer(cache_->stage_bytes());
   std::vector<float> out(kQHeads * kDim), lse(kQHeads);
   ASSERT_TRUE(cache_->prefetch(0, KVTIER_STAGE_COMPACT, buffer.data(), buffer.size()));
-  EXPECT_EQ(cache_->attend_host(1, query, {out.data(), lse.data(), nullptr, 0}).error().code, Errc::kBadState);
+  EXPECT_EQ(cache_->attend(1, {}, query, {out.data(), lse.data()}).error().code, Errc::kBadState);
   ASSERT_TRUE(cache_->wait(0));
-  EXPECT_EQ(cache_->attend_host(kLayers, query, {out.data(), lse.data(), nullptr, 0}).error().code,
-            Errc::kInvalidArgument);
+  EXPECT_EQ(cache_->attend(kLayers, {}, query, {out.data(), lse.data()}).error().code, Errc::kInvalidArgument);
+  const std::vector<std::uint32_t> outside{kSlots};
+  EXPECT_EQ(cache_->attend(0, outside, query, {out.data(), lse.data()}).error().code, Errc::kInvalidArgument);
 }
 
 // Double buffering: layer 1 prefetched while layer 0 is still in flight; each wait returns what

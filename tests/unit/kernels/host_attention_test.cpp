@@ -1,7 +1,8 @@
-// PartialAttention and CopyExecutor::attend_host: the partial (out, lse) of one decode query over
-// host rows against a float64 reference, the log-sum-exp merge of two parts against attention
-// over all rows, the empty part, the probabilities, the request checks, and the same bits from every
-// instruction set of the row loop.
+// attend_rows and CopyExecutor::attend: one decode query over rows in host memory against a
+// float64 reference in every dtype and over several chunks, rows with different head strides
+// (an HF cache's and a pool's), the log-sum-exp merge of two parts, no rows, the scores, the
+// request checks, the same bits from every instruction set of the block loops, and the executor
+// reading T0 slots of the engine's cache and pool rows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@ namespace {
 
 constexpr std::uint32_t kLayers = 2, kKvHeads = 2, kQHeads = 6, kDim = 20;  // GQA groups of 3; dim not a multiple of 8
 constexpr std::size_t kHalf = std::size_t{kKvHeads} * kDim;
+constexpr float kInf = std::numeric_limits<float>::infinity();
 
 KvLayout layout(KvDtype dtype) {
   std::vector<std::uintptr_t> bases(kLayers, 64);  // never dereferenced here
@@ -36,9 +38,16 @@ std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float spread
   return out;
 }
 
-// float64 attention of query head h over rows (float32, K then V): lse and out.
+// Rows as float vectors, K of every KV head then V.
+std::vector<std::vector<float>> random_rows(std::size_t n, std::uint32_t seed) {
+  std::vector<std::vector<float>> rows(n);
+  for (std::size_t i = 0; i < n; ++i) rows[i] = random_floats(2 * kHalf, seed + static_cast<std::uint32_t>(i), 1.0f);
+  return rows;
+}
+
+// float64 attention over rows: out, lse and probs [q_heads, rows].
 struct Reference {
-  std::vector<double> out, lse, probs;  // probs [q_heads, rows]: exp(s_i − lse)
+  std::vector<double> out, lse, probs;
 };
 
 Reference reference(const std::vector<float>& q, const std::vector<std::vector<float>>& rows, double scale) {
@@ -65,16 +74,17 @@ Reference reference(const std::vector<float>& q, const std::vector<std::vector<f
   return r;
 }
 
-struct Partial {
+struct Result {
   std::vector<float> out = std::vector<float>(kQHeads * kDim, -1.0f), lse = std::vector<float>(kQHeads, -1.0f);
-  std::vector<float> probs;
-  HostPartial view(std::size_t rows) {
+  std::vector<float> probs, scores;
+  AttendOutput view(std::size_t rows) {
     probs.assign(kQHeads * rows, 0.0f);
-    return HostPartial{out.data(), lse.data(), probs.data(), rows};
+    scores.assign(rows, 1.0f);  // added to
+    return AttendOutput{out.data(), lse.data(), probs.data(), rows, scores.data()};
   }
 };
 
-// Rows as the pool holds them, in `dtype`; `as_f32` gets what the kernel reads (dtype-rounded).
+// Rows stored in `dtype` as pool rows; `as_f32` gets what the kernel reads (dtype-rounded).
 std::vector<std::byte> encode(KvDtype dtype, const std::vector<std::vector<float>>& rows,
                               std::vector<std::vector<float>>& as_f32) {
   const std::size_t row_bytes = 2 * kHalf * dtype_bytes(dtype);
@@ -87,79 +97,105 @@ std::vector<std::byte> encode(KvDtype dtype, const std::vector<std::vector<float
   return bytes;
 }
 
-// The rows in one add call, or in two when `split` > 0 (the first `split` rows, then the rest).
-Partial attend(KvDtype dtype, const std::vector<float>& q, const std::vector<std::byte>& bytes, std::size_t rows,
-               float scale, std::size_t split = 0) {
-  Partial p;
-  const HostPartial out = p.view(rows);
-  const KvLayout l = layout(dtype);
-  const HostQuery query{q.data(), kQHeads, kDim, scale};
-  EXPECT_TRUE(validate_host_attention(l, query, out, rows));
-  PartialAttention attention(l, query, out);
-  std::vector<const std::byte*> pointers;
-  for (std::size_t i = 0; i < rows; ++i) pointers.push_back(bytes.data() + i * l.row_bytes());
-  attention.add({pointers.data(), split});
-  attention.add({pointers.data() + split, rows - split});
-  attention.finish();
-  return p;
-}
-
-std::vector<std::vector<float>> random_rows(std::size_t n, std::uint32_t seed) {
-  std::vector<std::vector<float>> rows(n);
-  for (std::size_t i = 0; i < n; ++i) rows[i] = random_floats(2 * kHalf, seed + static_cast<std::uint32_t>(i), 1.0f);
+std::vector<AttendRow> pool_rows(KvDtype dtype, const std::vector<std::byte>& bytes, std::size_t n) {
+  const std::size_t head = kDim * dtype_bytes(dtype), row_bytes = 2 * kHalf * dtype_bytes(dtype);
+  std::vector<AttendRow> rows;
+  for (std::size_t i = 0; i < n; ++i) rows.push_back({&bytes[i * row_bytes], &bytes[i * row_bytes] + kKvHeads * head, head});
   return rows;
 }
 
-TEST(PartialAttention, MatchesAFloat64ReferenceInEveryDtype) {
-  const float scale = 1.0f / std::sqrt(float{kDim});
-  const std::vector<float> q = random_floats(kQHeads * kDim, 7, 2.0f);  // peaked softmax: a max that moves
-  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16}) {
-    SCOPED_TRACE(std::string(dtype_name(dtype)));
-    std::vector<std::vector<float>> read;
-    const auto rows = random_rows(300, 100);
-    const auto bytes = encode(dtype, rows, read);
-    const Partial got = attend(dtype, q, bytes, rows.size(), scale, 101);  // calls of 101 and 199 rows
-    const Reference want = reference(q, read, scale);
-    for (std::size_t i = 0; i < got.out.size(); ++i) EXPECT_NEAR(got.out[i], want.out[i], 1e-5) << i;
-    for (std::size_t h = 0; h < kQHeads; ++h) EXPECT_NEAR(got.lse[h], want.lse[h], 1e-5) << h;
-    for (std::size_t i = 0; i < got.probs.size(); ++i) EXPECT_NEAR(got.probs[i], want.probs[i], 1e-6) << i;
+Result attend(KvDtype dtype, const std::vector<float>& q, const std::vector<AttendRow>& rows, float scale) {
+  Result r;
+  const AttendOutput out = r.view(rows.size());
+  const KvLayout l = layout(dtype);
+  const HostQuery query{q.data(), kQHeads, kDim, scale};
+  EXPECT_TRUE(validate_host_attention(l, query, out, rows.size()));
+  attend_rows(l, query, rows, out);
+  return r;
+}
+
+void expect_matches(const Result& got, const Reference& want, double tolerance) {
+  for (std::size_t i = 0; i < got.out.size(); ++i) EXPECT_NEAR(got.out[i], want.out[i], tolerance) << i;
+  for (std::size_t h = 0; h < kQHeads; ++h) EXPECT_NEAR(got.lse[h], want.lse[h], tolerance) << h;
+  const std::size_t rows = got.scores.size();
+  for (std::size_t i = 0; i < got.probs.size(); ++i) EXPECT_NEAR(got.probs[i], want.probs[i], 1e-6) << i;
+  for (std::size_t i = 0; i < rows; ++i) {
+    double sum = 1.0;  // what scores held
+    for (std::uint32_t h = 0; h < kQHeads; ++h) sum += want.probs[h * rows + i];
+    EXPECT_NEAR(got.scores[i], sum, 1e-5) << i;
   }
 }
 
-TEST(PartialAttention, TwoPartsMergedByLogSumExpEqualAttentionOverAllRows) {
+TEST(AttendRows, MatchesAFloat64ReferenceInEveryDtypeOverSeveralChunks) {
+  const float scale = 1.0f / std::sqrt(float{kDim});
+  const std::vector<float> q = random_floats(kQHeads * kDim, 7, 2.0f);  // peaked softmax: a max that moves
+  const std::size_t n = 2 * kAttendChunkRows + 45;                      // three chunks, the last one short
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    std::vector<std::vector<float>> read;
+    const auto bytes = encode(dtype, random_rows(n, 100), read);
+    expect_matches(attend(dtype, q, pool_rows(dtype, bytes, n), scale), reference(q, read, scale), 1e-5);
+  }
+}
+
+// Rows of an HF cache ([kv_heads, slots, head_dim]: heads a whole cache apart) and of a pool in one
+// call, as the executor passes an engine's T0 rows and its host rows.
+TEST(AttendRows, ReadsEachRowWithItsOwnHeadStride) {
+  constexpr std::size_t kSlots = 12;
+  const auto rows = random_rows(kSlots + 5, 300);
+  std::vector<float> k(kKvHeads * kSlots * kDim), v(k.size());
+  for (std::size_t s = 0; s < kSlots; ++s) {
+    for (std::uint32_t h = 0; h < kKvHeads; ++h) {
+      std::memcpy(&k[(h * kSlots + s) * kDim], &rows[s][h * kDim], kDim * sizeof(float));
+      std::memcpy(&v[(h * kSlots + s) * kDim], &rows[s][kHalf + h * kDim], kDim * sizeof(float));
+    }
+  }
+  std::vector<std::vector<float>> read;
+  const std::vector<std::vector<float>> pooled(rows.begin() + kSlots, rows.end());
+  const auto bytes = encode(KvDtype::kF32, pooled, read);
+  std::vector<AttendRow> all;
+  for (std::size_t s = 0; s < kSlots; ++s) {
+    all.push_back({reinterpret_cast<const std::byte*>(&k[s * kDim]), reinterpret_cast<const std::byte*>(&v[s * kDim]),
+                   kSlots * kDim * sizeof(float)});
+  }
+  for (const AttendRow& r : pool_rows(KvDtype::kF32, bytes, pooled.size())) all.push_back(r);
+  const std::vector<float> q = random_floats(kQHeads * kDim, 8, 1.0f);
+  expect_matches(attend(KvDtype::kF32, q, all, 0.4f), reference(q, rows, 0.4f), 1e-5);
+}
+
+TEST(AttendRows, TwoPartsMergedByLogSumExpEqualAttentionOverAllRows) {
   const float scale = 0.3f;
   const std::vector<float> q = random_floats(kQHeads * kDim, 11, 1.0f);
   std::vector<std::vector<float>> read;
-  const auto rows = random_rows(90, 500);
-  const auto bytes = encode(KvDtype::kF32, rows, read);
-  const std::size_t split = 37, row_bytes = 2 * kHalf * sizeof(float);
-  const std::vector<std::byte> a(bytes.begin(), bytes.begin() + split * row_bytes);
-  const std::vector<std::byte> b(bytes.begin() + split * row_bytes, bytes.end());
-  const Partial pa = attend(KvDtype::kF32, q, a, split, scale), pb = attend(KvDtype::kF32, q, b, 90 - split, scale);
+  const auto bytes = encode(KvDtype::kF32, random_rows(90, 500), read);
+  const auto rows = pool_rows(KvDtype::kF32, bytes, 90);
+  const std::size_t split = 37;
+  const Result a = attend(KvDtype::kF32, q, {rows.begin(), rows.begin() + split}, scale);
+  const Result b = attend(KvDtype::kF32, q, {rows.begin() + split, rows.end()}, scale);
   const Reference all = reference(q, read, scale);
   for (std::uint32_t h = 0; h < kQHeads; ++h) {
-    const double lse = std::log(std::exp(double{pa.lse[h]}) + std::exp(double{pb.lse[h]}));
+    const double lse = std::log(std::exp(double{a.lse[h]}) + std::exp(double{b.lse[h]}));
     EXPECT_NEAR(lse, all.lse[h], 1e-5);
     for (std::uint32_t d = 0; d < kDim; ++d) {
-      const double merged = std::exp(pa.lse[h] - lse) * pa.out[h * kDim + d] + std::exp(pb.lse[h] - lse) * pb.out[h * kDim + d];
+      const double merged = std::exp(a.lse[h] - lse) * a.out[h * kDim + d] + std::exp(b.lse[h] - lse) * b.out[h * kDim + d];
       EXPECT_NEAR(merged, all.out[h * kDim + d], 1e-5);
     }
   }
 }
 
-TEST(PartialAttention, NoRowsGiveMinusInfinityAndZeros) {
+TEST(AttendRows, NoRowsGiveMinusInfinityAndZeros) {
   const std::vector<float> q = random_floats(kQHeads * kDim, 3, 1.0f);
-  const Partial p = attend(KvDtype::kF32, q, {}, 0, 0.5f);
-  for (float lse : p.lse) EXPECT_EQ(lse, -std::numeric_limits<float>::infinity());
-  for (float x : p.out) EXPECT_EQ(x, 0.0f);
+  const Result r = attend(KvDtype::kF32, q, {}, 0.5f);
+  for (float lse : r.lse) EXPECT_EQ(lse, -kInf);
+  for (float x : r.out) EXPECT_EQ(x, 0.0f);
 }
 
-TEST(PartialAttention, RequestChecksRefuseABadQueryOrStride) {
+TEST(AttendRows, RequestChecksRefuseABadQueryOrStride) {
   const std::vector<float> q(kQHeads * kDim);
-  Partial p;
+  Result r;
   const KvLayout l = layout(KvDtype::kF32);
-  const HostPartial out = p.view(4);
-  const auto code = [&](HostQuery query, HostPartial o, std::size_t rows) {
+  const AttendOutput out = r.view(4);
+  const auto code = [&](HostQuery query, AttendOutput o, std::size_t rows) {
     const Status s = validate_host_attention(l, query, o, rows);
     return s ? Errc::kOk : s.error().code;
   };
@@ -167,89 +203,94 @@ TEST(PartialAttention, RequestChecksRefuseABadQueryOrStride) {
   EXPECT_EQ(code({nullptr, kQHeads, kDim, 0.5f}, out, 4), Errc::kInvalidArgument);
   EXPECT_EQ(code({q.data(), 5, kDim, 0.5f}, out, 4), Errc::kInvalidArgument);  // not a multiple of 2 KV heads
   EXPECT_EQ(code({q.data(), 0, kDim, 0.5f}, out, 4), Errc::kInvalidArgument);
-  EXPECT_EQ(code({q.data(), kQHeads, kDim, std::numeric_limits<float>::infinity()}, out, 4), Errc::kInvalidArgument);
   EXPECT_EQ(code({q.data(), kQHeads, kDim + 1, 0.5f}, out, 4), Errc::kInvalidArgument);  // not the layout's
+  EXPECT_EQ(code({q.data(), kQHeads, kDim, kInf}, out, 4), Errc::kInvalidArgument);
   EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, out, 5), Errc::kInvalidArgument);  // probs_stride 4 < 5 rows
-  EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, HostPartial{out.out, nullptr, nullptr, 0}, 4), Errc::kInvalidArgument);
-  EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, HostPartial{out.out, out.lse, nullptr, 0}, 9), Errc::kOk);  // no probs
+  EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, AttendOutput{out.out, nullptr}, 4), Errc::kInvalidArgument);
+  EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, AttendOutput{out.out, out.lse}, 9), Errc::kOk);  // no probs
 }
 
-// The AVX2 loop (where this CPU has it) gives the baseline loop's bits, block by block.
-TEST(PartialAttention, EveryInstructionSetGivesTheSameBits) {
-  const detail::AddBlock avx2 = detail::avx2_add_block();
-  if (avx2 == nullptr) GTEST_SKIP() << "this CPU (or build) has no AVX2 loop to compare";
+// The AVX2 loops (where this CPU has them) give the baseline loops' bits.
+TEST(AttendRows, EveryInstructionSetGivesTheSameBits) {
+  const detail::AttentionLoops* avx2 = detail::avx2_attention_loops();
+  if (avx2 == nullptr) GTEST_SKIP() << "this CPU (or build) has no AVX2 loops to compare";
   const std::vector<float> q = random_floats(kQHeads * kDim, 13, 2.0f);
   const auto rows = random_rows(203, 900);  // a last block of 3 rows
-  std::vector<float> state[2][3];  // per loop: max, sum, acc
+  std::vector<float> state[2][3];  // per table: max, sum, acc
   std::vector<float> logits[2];
   for (int which = 0; which < 2; ++which) {
     auto& [max, sum, acc] = state[which];
-    max.assign(kQHeads, -std::numeric_limits<float>::infinity());
+    max.assign(kQHeads, -kInf);
     sum.assign(kQHeads, 0.0f);
     acc.assign(kQHeads * kDim, 0.0f);
     logits[which].assign(kQHeads * rows.size(), 0.0f);
-    const detail::AddBlock add = which == 0 ? detail::baseline_add_block() : avx2;
-    detail::AttentionState s{q.data(), 0.125f, kQHeads, kQHeads / kKvHeads, kDim, kHalf, max.data(), sum.data(),
-                             acc.data(), logits[which].data(), rows.size(), 0, nullptr, 0, 0};
+    const detail::AttentionLoops& loops = which == 0 ? detail::baseline_attention_loops() : *avx2;
+    detail::AttentionState s{q.data(), 0.125f, kQHeads, kQHeads / kKvHeads, kDim, max.data(), sum.data(), acc.data(),
+                             logits[which].data(), rows.size(), 0, nullptr, 0, kKvHeads, kDim * sizeof(float)};
     for (std::size_t i = 0; i < rows.size(); i += 8) {
-      const float* block[8];
+      detail::FloatRows block{};
       const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(8, rows.size() - i));
-      for (std::uint32_t r = 0; r < n; ++r) block[r] = rows[i + r].data();
-      add(s, block, n);
+      for (std::uint32_t r = 0; r < n; ++r) {
+        block.k[r] = rows[i + r].data();
+        block.v[r] = rows[i + r].data() + kHalf;
+        block.stride[r] = kDim;
+      }
+      loops.add_block(s, block, n);
     }
+    loops.to_probs(logits[which].data(), logits[which].size() - 3, 2.5f);  // 1,215 values: a tail of 7
   }
   for (int i = 0; i < 3; ++i) EXPECT_EQ(state[0][i], state[1][i]) << i;
   EXPECT_EQ(logits[0], logits[1]);
-  for (int which = 0; which < 2; ++which) {
-    const detail::ToProbs to_probs = which == 0 ? detail::baseline_to_probs() : detail::avx2_to_probs();
-    to_probs(logits[which].data(), logits[which].size() - 3, 2.5f);  // 1,215 values: a tail of 7
-  }
-  EXPECT_EQ(logits[0], logits[1]);
 }
 
-// The CPU executor attends pool rows of one layer in list order: the same bits as the
-// accumulator over those rows; a bad slot or layer is refused before anything is written.
-TEST(AttendHost, CpuExecutorAttendsTheListedPoolRowsOfOneLayer) {
-  constexpr std::uint32_t kSlots = 12;
-  std::vector<float> pool = random_floats(std::size_t{kLayers} * kSlots * 2 * kHalf, 21, 1.0f);
+// The CPU executor attends T0 slots of the engine's cache, then pool rows of one layer: the same
+// bits as attend_rows over those rows; a bad slot or layer is refused before anything is written.
+TEST(AttendRows, CpuExecutorAttendsCacheSlotsThenPoolRows) {
+  constexpr std::uint32_t kPoolSlots = 12, kCacheSlots = 8;
+  std::vector<float> pool = random_floats(std::size_t{kLayers} * kPoolSlots * 2 * kHalf, 21, 1.0f);
   const std::size_t row_bytes = 2 * kHalf * sizeof(float);
-  const PoolView view{reinterpret_cast<std::byte*>(pool.data()), row_bytes, kSlots * row_bytes, kSlots, kLayers};
-  std::vector<float> k(kHalf * 8 * kLayers), v(k.size());
+  const PoolView view{reinterpret_cast<std::byte*>(pool.data()), row_bytes, kPoolSlots * row_bytes, kPoolSlots, kLayers};
+  std::vector<float> k = random_floats(kHalf * kCacheSlots * kLayers, 22, 1.0f);
+  std::vector<float> v = random_floats(k.size(), 23, 1.0f);
   std::vector<std::uintptr_t> kb, vb;
   for (std::uint32_t l = 0; l < kLayers; ++l) {
-    kb.push_back(reinterpret_cast<std::uintptr_t>(k.data() + l * kHalf * 8));
-    vb.push_back(reinterpret_cast<std::uintptr_t>(v.data() + l * kHalf * 8));
+    kb.push_back(reinterpret_cast<std::uintptr_t>(k.data() + l * kHalf * kCacheSlots));
+    vb.push_back(reinterpret_cast<std::uintptr_t>(v.data() + l * kHalf * kCacheSlots));
   }
-  const KvLayout l = make_hf_layout(kLayers, kKvHeads, kDim, KvDtype::kF32, 8, kb, vb);
+  const KvLayout l = make_hf_layout(kLayers, kKvHeads, kDim, KvDtype::kF32, kCacheSlots, kb, vb);
   auto executor = std::move(*make_executor(Backend::kCpu));
   const std::vector<float> q = random_floats(kQHeads * kDim, 5, 1.0f);
   const HostQuery query{q.data(), kQHeads, kDim, 0.25f};
-  Partial early;
-  EXPECT_EQ(executor->attend_host(1, {}, {}, query, early.view(0)).error().code, Errc::kBadState);  // no initialize
+  Result early;
+  EXPECT_EQ(executor->attend(1, {}, {}, {}, query, early.view(0)).error().code, Errc::kBadState);  // no initialize
   ASSERT_TRUE(executor->initialize(l, view));
 
-  const std::vector<std::uint32_t> slots{9, 2, 11, 4};
-  Partial got;
-  ASSERT_TRUE(executor->attend_host(1, slots, {}, query, got.view(slots.size())));
-  std::vector<std::byte> rows;
-  for (std::uint32_t s : slots) {
-    const auto* row = view.row(1, s);
-    rows.insert(rows.end(), row, row + row_bytes);
+  const std::vector<std::uint32_t> t0{6, 1}, slots{9, 2, 11, 4};
+  Result got;
+  ASSERT_TRUE(executor->attend(1, t0, slots, {}, query, got.view(6)));
+  std::vector<AttendRow> rows;
+  for (std::uint32_t s : t0) {
+    const std::size_t at = l.slot_offset(s);
+    rows.push_back({reinterpret_cast<const std::byte*>(kb[1]) + at, reinterpret_cast<const std::byte*>(vb[1]) + at,
+                    l.head_stride});
   }
-  const Partial want = attend(KvDtype::kF32, q, rows, slots.size(), 0.25f);
+  for (std::uint32_t s : slots) rows.push_back({view.row(1, s), view.row(1, s) + kHalf * sizeof(float), kDim * 4});
+  const Result want = attend(KvDtype::kF32, q, rows, 0.25f);
   EXPECT_EQ(got.out, want.out);
   EXPECT_EQ(got.lse, want.lse);
   EXPECT_EQ(got.probs, want.probs);
+  EXPECT_EQ(got.scores, want.scores);
 
-  Partial refused;
-  const std::vector<std::uint32_t> bad{1, kSlots};
-  EXPECT_EQ(executor->attend_host(0, bad, {}, query, refused.view(2)).error().code, Errc::kInvalidArgument);
-  EXPECT_EQ(executor->attend_host(kLayers, slots, {}, query, refused.view(4)).error().code, Errc::kInvalidArgument);
+  Result refused;
+  const std::vector<std::uint32_t> bad{1, kPoolSlots}, bad_t0{kCacheSlots};
+  EXPECT_EQ(executor->attend(0, {}, bad, {}, query, refused.view(2)).error().code, Errc::kInvalidArgument);
+  EXPECT_EQ(executor->attend(0, bad_t0, {}, {}, query, refused.view(1)).error().code, Errc::kInvalidArgument);
+  EXPECT_EQ(executor->attend(kLayers, {}, slots, {}, query, refused.view(4)).error().code, Errc::kInvalidArgument);
   const std::vector<std::uint32_t> two{1, 2};
   const std::vector<std::uint8_t> int8{0, 1};  // a flagged row without an int8 pool
-  EXPECT_EQ(executor->attend_host(0, two, int8, query, refused.view(2)).error().code, Errc::kBadState);
-  EXPECT_EQ(refused.out, Partial{}.out);  // nothing written
-  EXPECT_EQ(refused.lse, Partial{}.lse);
+  EXPECT_EQ(executor->attend(0, {}, two, int8, query, refused.view(2)).error().code, Errc::kBadState);
+  EXPECT_EQ(refused.out, Result{}.out);  // nothing written
+  EXPECT_EQ(refused.lse, Result{}.lse);
 }
 
 }  // namespace

@@ -157,15 +157,17 @@ class CopyExecutor {
                           std::span<const std::uint8_t> from_int8, std::span<const std::uint32_t> positions,
                           const PositionTarget& target);
 
-  // Attends one decode query over one layer's host rows where they live (host_attention.hpp)
-  // instead of staging them: row i is pool slot slots[i], or int8 slot slots[i] dequantized where
-  // from_int8[i] != 0 (from_int8 may be empty: all T1), added in list order (probs column i).
-  // Complete when it returns. kInvalidArgument, nothing written, when validate_host_rows or
-  // validate_host_attention fails; kBadState before initialize or, with flagged rows, without
-  // bind_int8. The base returns kUnavailable: only the CPU backend implements it.
-  virtual Status attend_host(std::uint32_t layer, std::span<const std::uint32_t> slots,
-                             std::span<const std::uint8_t> from_int8, const HostQuery& query,
-                             const HostPartial& out);
+  // One decode query's attention over one layer's rows where they live (attend_rows,
+  // host_attention.hpp), nothing copied: first the engine's cache slots t0_slots (may be empty),
+  // then host row i = pool slot slots[i], or int8 slot slots[i] dequantized where from_int8[i] != 0
+  // (from_int8 may be empty: all T1); probs and scores columns in that order. Complete when it
+  // returns. kInvalidArgument, nothing written, when a slot (validate_host_rows, t0 slots below
+  // the layout's) or the request (validate_host_attention) is bad; kBadState before initialize or,
+  // with flagged rows, without bind_int8. The base returns kUnavailable: only the CPU backend
+  // implements it.
+  virtual Status attend(std::uint32_t layer, std::span<const std::uint32_t> t0_slots,
+                        std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8,
+                        const HostQuery& query, const AttendOutput& out);
 
   // Waits for this layer's prefetches issued so far.
   virtual Status wait(std::uint32_t layer) = 0;

@@ -1,30 +1,33 @@
-// PartialAttention: one decode query's attention over KV rows in host memory (T1 rows, or T2
-// rows dequantized), as the partial result an engine merges with its own attention over its
-// other keys by log-sum-exp: the T1 rows are attended where they live instead of being staged
-// (DESIGN §6). For query head h, whose KV head is h / (q_heads / kv_heads), and the rows i added,
-// with logits s_i = scale · q_h · k_i:
-//   lse_h = ln Σ_i exp(s_i)          out_h = Σ_i exp(s_i − lse_h) · v_i
-// computed in float32 in one pass over the rows (online softmax: a running max, sum and
-// accumulator per query head, updated once per block of 8 rows; e^x by a polynomial within 2 ulp),
-// rows in the order added. Merging with part A of the same head
-// (exact up to rounding; the engine does it):
+// attend_rows: one decode query's attention over KV rows in host memory, computed on the CPU
+// where the rows live instead of copying them anywhere (DESIGN §6): an engine's T0 rows in its
+// own cache and a sequence's T1 rows in the pool (T2 rows dequantized), in one softmax. For query
+// head h, whose KV head is h / (q_heads / kv_heads), and rows i with logits s_i = scale · q_h · k_i:
+//   lse_h = ln Σ_i exp(s_i)      p_hi = exp(s_i − lse_h)      out_h = Σ_i p_hi · v_i
+// With only some of the keys given, (out, lse) is a partial result that merges exactly (up to
+// rounding) with an engine's attention over the others (part A):
 //   lse = ln(exp(lse_A) + exp(lse_B))     out = exp(lse_A − lse) · out_A + exp(lse_B − lse) · out_B
 // With no rows lse is −inf and out 0, so the merge returns part A.
-// Deterministic: the same rows in the same order give the same bits (a fixed summation order,
-// no fused multiply-add).
 //
-// Thread-safety: an accumulator is used by one thread; it does not own the query or outputs.
+// How: float32; rows cut into chunks of kAttendChunkRows, each chunk one online softmax (a running
+// max, sum and accumulator per query head, updated once per block of 8 rows; e^x by a polynomial
+// within 2 ulp); chunks run on a few threads and merge in chunk order. Deterministic: the same
+// rows in the same order give the same bits on every machine, whatever its threads or
+// instruction set (a fixed summation order, no fused multiply-add).
+//
+// Thread-safety: concurrent calls must not share outputs; calls from several threads are served
+// one at a time by the worker threads.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <vector>
 
 #include "kvtier/kernels/kv_layout.hpp"
 #include "kvtier/protocol/error.hpp"
 
 namespace kvtier::kernels {
+
+inline constexpr std::size_t kAttendChunkRows = 256;
 
 // The query of one token: q_heads rows of head_dim float32, head h at q + h * head_dim.
 struct HostQuery {
@@ -34,43 +37,34 @@ struct HostQuery {
   float scale = 0.0f;          // usually head_dim^-1/2
 };
 
-// Where the partial result goes. Not owned.
-struct HostPartial {
-  float* out = nullptr;      // [q_heads, head_dim]
-  float* lse = nullptr;      // [q_heads], natural logarithm
-  // Optional [q_heads, probs_stride]: exp(s_i − lse_h), row i's weight within this part, at
-  // h * probs_stride + i (its weight in the merged attention: times exp(lse_h − lse)).
+// One row: KV head h of its key at k + h * head_stride, of its value at v + h * head_stride
+// (head_dim elements of the layout's dtype each). A pool row: v = k + half a row, head_stride
+// = head bytes; an HF cache slot: k_base + slot offset, the cache's head stride.
+struct AttendRow {
+  const std::byte* k = nullptr;
+  const std::byte* v = nullptr;
+  std::size_t head_stride = 0;
+};
+
+// Where the results go (float32, not owned).
+struct AttendOutput {
+  float* out = nullptr;  // [q_heads, head_dim]
+  float* lse = nullptr;  // [q_heads], natural logarithm
+  // Optional [q_heads, probs_stride]: p_hi at h * probs_stride + i.
   float* probs = nullptr;
-  std::size_t probs_stride = 0;  // >= the rows, when probs is set
+  std::size_t probs_stride = 0;
+  // Optional [rows]: scores[i] += Σ_h p_hi (h ascending), e.g. summed over a step's layers.
+  float* scores = nullptr;
 };
 
 // Checks a request over `rows` rows of `layout`'s geometry: q, out and lse non-null, q_heads a
-// non-zero multiple of num_kv_heads, head_dim the layout's, a finite scale, probs_stride >= rows when probs is set.
-// kInvalidArgument naming the field.
-Status validate_host_attention(const KvLayout& layout, const HostQuery& query, const HostPartial& out,
+// non-zero multiple of num_kv_heads, head_dim the layout's, a finite scale, probs_stride >= rows
+// when probs is set. kInvalidArgument naming the field.
+Status validate_host_attention(const KvLayout& layout, const HostQuery& query, const AttendOutput& out,
                                std::size_t rows);
 
-class PartialAttention {
- public:
-  // Precondition: validate_host_attention passed for the same arguments.
-  PartialAttention(const KvLayout& layout, const HostQuery& query, const HostPartial& out);
-
-  // Rows, each K of every KV head then V (layout.row_bytes() bytes of layout.dtype, as a pool
-  // row), read during the call only, in blocks of 8 from its first row (the bits depend on how rows
-  // are split into calls). Their probs columns follow those of the rows added before.
-  void add(std::span<const std::byte* const> rows) noexcept;
-  // Writes out, lse and probs for the rows added so far.
-  void finish() const noexcept;
-
- private:
-  KvDtype dtype_;
-  std::uint32_t kv_heads_, head_dim_, group_;
-  HostQuery query_;
-  HostPartial out_;
-  std::size_t rows_ = 0;
-  static constexpr std::size_t kBlockRows = 8;
-  std::vector<float> row_;  // a block's rows as float32 (K then V), when the dtype is not f32
-  std::vector<float> max_, sum_, acc_;  // per query head; acc_ [q_heads, head_dim]
-};
+// Precondition: validate_host_attention passed; every row readable as described.
+void attend_rows(const KvLayout& layout, const HostQuery& query, std::span<const AttendRow> rows,
+                 const AttendOutput& out);
 
 }  // namespace kvtier::kernels
