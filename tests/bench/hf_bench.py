@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("--build", default="build")
     parser.add_argument("--new-tokens", type=int, default=1024)
     parser.add_argument("--problem", type=int, default=0)
-    parser.add_argument("--betas", default="0.3,0.5")
+    parser.add_argument("--betas", default="0.3,0.5", help="TieredCache runs ('' for none)")
     parser.add_argument("--host-betas", default="0.3,0.5", help="host_attention runs (CPU only; '' for none)")
     parser.add_argument("--attn", default="sdpa", help="the model's attention implementation (eager, sdpa, ...)")
     parser.add_argument("--rounds", type=int, default=1)
@@ -133,7 +133,7 @@ def main() -> None:
     model, tok = smollm2.load(args.attn)
     model = model.to(device)
     prompt = smollm2.prompts(tok)[args.problem].to(device)
-    betas = [float(b) for b in args.betas.split(",")]
+    betas = [float(b) for b in args.betas.split(",") if b]
     host_betas = [float(b) for b in args.host_betas.split(",") if b] if device == "cpu" else []
     kinds = ([("dynamic", None)] + ([("offloading", None)] if device == "cuda" else []) +
              [("tiered", b) for b in betas] + [("host", b) for b in host_betas])

@@ -15,8 +15,8 @@ the function
    for the scored rows as ``softmax(scale·q·kᵀ + mask)`` in float32, one grouped matmul per layer
    (no repeat of the KV heads).
 
-With ``host_attention`` (kvtier.hf.split) kvtier computes a decode forward's attention itself,
-over the T0 storage and, where they live, the host rows, merged by log-sum-exp. For any other forward (no TieredCache in use) it is the inner implementation.
+With ``host_attention`` (kvtier.hf.split) libkvtier computes a decode forward's attention itself,
+over the T0 storage and the host rows where they live, in one softmax. For any other forward (no TieredCache in use) it is the inner implementation.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _attention(module, query, key, value, attention_mask, *args, inner: str, **k
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
     if cache.attends_host():
-        return split_attention(cache, module, query, key, value, scaling)
+        return split_attention(cache, module, query, scaling)
     dead = cache.dead_keys()  # [batch, keys] bool, True = not live; None when every key is live
     if dead is not None:
         attention_mask = _mask_dead(attention_mask, dead, query, inner)

@@ -6,7 +6,7 @@ libkvtier's) and host rows are staged per layer: on CUDA with double buffering (
 staging is issued on libkvtier's copy stream before layer l's is waited for, so it overlaps layer
 l's compute) into two buffers the cache then copies from; on the CPU, which copies at once,
 straight to their positions in the layer's assembled keys and values (``Client.stage_at``: one
-copy per row, no buffer), or with host attention not at all (``Client.attend_host``).
+copy per row, no buffer), or with host attention not at all (``Client.attend``).
 """
 
 from __future__ import annotations
@@ -116,12 +116,15 @@ class Row:
                                     row_offset=self.pad)
         return 2 * self._staged * keys.shape[0] * keys.shape[2] * es
 
-    def attend_host(self, layer: int, q: np.ndarray, out: np.ndarray, lse: np.ndarray, probs: np.ndarray) -> None:
+    def attend(self, layer: int, q: np.ndarray, t0_slots: np.ndarray, out: np.ndarray, lse: np.ndarray,
+               scores: np.ndarray) -> None:
         """CPU host attention (kvtier.hf.split): query q [q_heads, head_dim] (already scaled) over
-        layer `layer`'s host rows where they live (Client.attend_host) into out, lse and probs
-        [q_heads, rows]. Counts the query and the partial result as moved."""
-        self.router.client.attend_host(self.sequence, layer, q=q, scale=1.0, out=out, lse=lse, probs=probs)
-        self.counts.bytes_moved += q.nbytes + out.nbytes + lse.nbytes + probs.nbytes
+        layer `layer`'s T0 slots `t0_slots` and host rows where they live (Client.attend) into out
+        and lse, adding each row's probabilities to scores. Counts the query, the result and the
+        scores as moved (what would cross a link to a device)."""
+        self.router.client.attend(self.sequence, layer, q=q, scale=1.0, out=out, lse=lse, t0_slots=t0_slots,
+                                  scores=scores)
+        self.counts.bytes_moved += q.nbytes + out.nbytes + lse.nbytes + scores.nbytes
 
     def staged(self, layer: int, layers: int, shape: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor,
                                                                             np.ndarray] | None:
