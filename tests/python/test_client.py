@@ -212,13 +212,16 @@ def test_execute_plan_checks_the_slot_count(daemon):
         client.ack_plan(plan.epoch, applied=False)
 
 
-def offloaded(client):
-    """A tiered sequence of 4 prompt tokens after 8 steps, its first plan applied and acknowledged."""
+def offloaded(client, engine_out: list | None = None):
+    """A tiered sequence of 4 prompt tokens after 8 steps, its first plan applied and acknowledged
+    (its NumpyEngine appended to engine_out when given)."""
     seq = open_tiered(client, 4)
     engine = NumpyEngine(client, seq)
     plan = run_steps(client, engine, 4, 8)
     engine.apply(plan)
     client.ack_plan(plan.epoch)
+    if engine_out is not None:
+        engine_out.append(engine)
     return seq, plan
 
 
@@ -243,6 +246,49 @@ def test_stage_at_writes_each_host_row_at_its_position_and_checks_the_target(dae
             client.stage_at(seq, 0, k=short.ctypes.data, v=short.ctypes.data, rows=4, token_stride=DIM * 4,
                             head_stride=4 * DIM * 4)
         assert not short.any()
+        client.close_sequence(seq)
+
+
+def test_attend_reads_the_t0_slots_and_host_rows_where_they_live(daemon):
+    """Client.attend: one query over the cache's T0 slots it is given, then the host rows in
+    ascending positions, in one softmax, against float64 NumPy; bad input is refused."""
+    with daemon.connect() as client:
+        engines: list = []
+        seq, plan = offloaded(client, engines)
+        engine = engines[0]
+        host = sorted(m.position for m in plan.moves if m.to_tier in (kvtier.Tier.T1, kvtier.Tier.T2))
+        t0 = sorted(engine.slot_of)
+        assert host and t0
+        slots = np.array([engine.slot_of[p] for p in t0], dtype=np.uint32)
+        q_heads, rows, scale = 2 * HEADS, len(t0) + len(host), 0.5
+        q = np.random.default_rng(3).standard_normal((q_heads, DIM)).astype(np.float32) * 1e-3
+        for layer in range(LAYERS):
+            out, lse = np.zeros((q_heads, DIM), np.float32), np.zeros(q_heads, np.float32)
+            probs, scores = np.zeros((q_heads, rows), np.float32), np.ones(rows, np.float32)
+            client.attend(seq, layer, q=q, scale=scale, out=out, lse=lse, t0_slots=slots, probs=probs, scores=scores)
+            for h in range(q_heads):
+                kv = h // (q_heads // HEADS)
+                k = np.array([NumpyEngine.row(layer, kv, p, 0.25) for p in t0 + host], dtype=np.float64)
+                v = np.array([NumpyEngine.row(layer, kv, p, 0.5) for p in t0 + host], dtype=np.float64)
+                s = scale * k @ q[h].astype(np.float64)
+                want_lse = np.log(np.exp(s - s.max()).sum()) + s.max()
+                p = np.exp(s - want_lse)
+                np.testing.assert_allclose(lse[h], want_lse, rtol=1e-5)
+                np.testing.assert_allclose(probs[h], p, rtol=1e-4, atol=1e-6)
+                np.testing.assert_allclose(out[h], p @ v, rtol=1e-5)
+            want_scores = 1 + sum(probs[h] for h in range(q_heads))
+            np.testing.assert_allclose(scores, want_scores, rtol=1e-6)
+        out, lse = np.zeros((q_heads, DIM), np.float32), np.zeros(q_heads, np.float32)
+        with pytest.raises(kvtier.InvalidArgumentError, match="num_slots"):
+            client.attend(seq, 0, q=q, scale=scale, out=out, lse=lse, t0_slots=np.array([SLOTS], dtype=np.uint32))
+        with pytest.raises(kvtier.InvalidArgumentError, match="scores"):
+            client.attend(seq, 0, q=q, scale=scale, out=out, lse=lse, scores=np.zeros(rows, np.float32))
+        with pytest.raises(kvtier.InvalidArgumentError, match="shape"):
+            client.attend(seq, 0, q=q, scale=scale, out=np.zeros((q_heads, DIM + 1), np.float32), lse=lse)
+        with pytest.raises(kvtier.InvalidArgumentError, match="head_dim"):
+            client.attend(seq, 0, q=np.zeros((q_heads, DIM + 4), np.float32), scale=scale,
+                          out=np.zeros((q_heads, DIM + 4), np.float32), lse=lse)
+        assert not out.any() and not lse.any()
         client.close_sequence(seq)
 
 

@@ -1,5 +1,6 @@
 """kvtier.hf.TieredCache with a batch of prompts of different lengths (left padding): one kvtier
-sequence per row, outputs identical to DynamicCache's, rows that end early close their sequence."""
+sequence per row, outputs identical to DynamicCache's (with host attention: equal up to rounding),
+rows that end early close their sequence."""
 
 from __future__ import annotations
 
@@ -54,6 +55,25 @@ def test_a_batch_of_four_reproduces_the_default_cache(daemon, attn):
             assert cache.stats.rows_offloaded > 0 and cache.stats.tokens_host > 0
     assert torch.equal(tokens, reference[0])
     assert torch.equal(logits, reference[1])
+    release_model(model)
+
+
+def test_host_attention_serves_a_batch_of_four(daemon):
+    """With host_attention every row attends its own T0 slots and host rows: each step's logits are
+    the default cache's over the same tokens up to float32 rounding (a forward over the whole
+    generated batch, left padding masked and positions counted from each row's first token)."""
+    model = make_model("sdpa")
+    width = max(LENGTHS)
+    with TieredCache(model, socket_path=daemon.socket, max_length=width + NEW, pool_tokens=4 * (width + NEW),
+                     hbm_ratio=0.3, host_attention=True, **TIERING) as cache:
+        tokens, logits = generate(model, cache)
+        stats = cache.stats
+    assert stats.rows_offloaded > 0 and stats.tokens_host > 0 and stats.peak_transient_bytes == 0
+    _, mask = batch()
+    mask = torch.cat([mask, torch.ones(len(LENGTHS), NEW - 1, dtype=torch.long)], dim=1)
+    with torch.no_grad():
+        want = model(tokens[:, :-1], attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0)).logits
+    torch.testing.assert_close(logits.transpose(0, 1), want[:, width - 1:], rtol=0, atol=1e-4)
     release_model(model)
 
 
