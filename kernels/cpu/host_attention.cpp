@@ -86,9 +86,9 @@ using I8 = std::int32_t __attribute__((vector_size(32)));
          __builtin_shufflevector(c0, c1, 4, 5, 6, 7, 12, 13, 14, 15);
 }
 
-// e^x lane by lane for x <= 0 (a logit minus the running max), within 2 ulp: 2^n · p(r) with
-// n = round(x · log2 e), r = x − n · ln 2 (ln 2 in two parts) and Cephes' degree-6 polynomial for
-// expf. Below −87 (−inf included) it is 0: there e^x < 2^−125, nothing beside the max's 1.
+// e^x lane by lane for x <= 0 (a logit minus the running max), within one ulp of exp
+// (host_attention_test.cpp): 2^n · p(r) with n = round(x · log2 e), r = x − n · ln 2 (ln 2 in two
+// parts) and Cephes' degree-6 polynomial for expf. Below −87 (−inf included) it is 0: there e^x < 2^−125, nothing beside the max's 1.
 [[gnu::always_inline]] inline V8 exp8(const V8& x) noexcept {
   constexpr float kRound = 12582912.0f;  // 1.5 · 2^23: adding it rounds to an integer, in the low bits
   const V8 t = x * 1.44269504088896341f + kRound;

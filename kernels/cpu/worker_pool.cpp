@@ -1,11 +1,13 @@
 // WorkerPool (worker_pool.hpp).
 #include "worker_pool.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace kvtier::kernels::detail {
 
-WorkerPool::WorkerPool(unsigned workers) {
+WorkerPool::WorkerPool(unsigned workers) : owner_(::getpid()) {
   threads_.reserve(workers);
   for (unsigned i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
 }
@@ -26,7 +28,7 @@ WorkerPool& WorkerPool::shared() {
 
 void WorkerPool::run(std::size_t count, const std::function<void(std::size_t)>& task) {
   if (count == 0) return;
-  if (count == 1 || threads_.empty()) {
+  if (count == 1 || threads_.empty() || ::getpid() != owner_) {  // a forked child has no workers
     for (std::size_t i = 0; i < count; ++i) task(i);
     return;
   }

@@ -4,7 +4,8 @@
 // run(count, task) calls task(i) once for every i in [0, count), on the workers and the caller,
 // and returns when all have returned; tasks must not depend on which thread runs them. Callers
 // are served one at a time. Workers sleep on a condition variable between runs (no spinning:
-// they would take the cores an engine's own threads need).
+// they would take the cores an engine's own threads need). In a process forked after the pool
+// started, the caller runs every task itself.
 #pragma once
 
 #include <condition_variable>
@@ -42,6 +43,7 @@ class WorkerPool {
   std::size_t count_ = 0, next_ = 0, busy_ = 0;
   std::uint64_t generation_ = 0;
   bool stop_ = false;
+  int owner_;  // the pid whose threads these are
   std::vector<std::thread> threads_;
 };
 

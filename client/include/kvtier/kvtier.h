@@ -406,7 +406,7 @@ KVTIER_API kvtier_status kvtier_stage_layer_at(kvtier_client* client, uint32_t s
  * no rows, out then 0); when not NULL, probs [q_heads, probs_stride >= rows]: p_hi at
  * probs[h * probs_stride + i]; scores [rows]: scores[i] += p_hi for every h (e.g. summed over a
  * step's layers). Rows are cut into chunks of 256 run on a few library threads; the same rows
- * give the same bits on any machine. */
+ * give the same bits whatever the number of threads or the instruction set. */
 typedef struct kvtier_attention {
   size_t struct_size;
   const float* q;

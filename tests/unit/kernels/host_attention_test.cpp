@@ -243,6 +243,27 @@ TEST(AttendRows, EveryInstructionSetGivesTheSameBits) {
   EXPECT_EQ(logits[0], logits[1]);
 }
 
+// The probabilities' e^x (the block loops use the same polynomial) within one ulp of float64 exp
+// over [−87, 0], and 0 below.
+TEST(AttendRows, ProbabilitiesAreWithinOneUlpOfExp) {
+  std::vector<float> x;
+  for (float v = -87.0f; v <= 0.0f; v += 0.000731f) x.push_back(v);
+  x.push_back(0.0f);
+  x.push_back(-88.0f);
+  x.push_back(-kInf);
+  std::vector<float> p = x;
+  detail::default_attention_loops().to_probs(p.data(), p.size(), 0.0f);
+  double worst = 0;
+  for (std::size_t i = 0; i + 2 < x.size(); ++i) {
+    const double want = std::exp(double{x[i]});
+    const auto rounded = static_cast<float>(want);
+    worst = std::max(worst, std::abs(p[i] - want) / (std::nextafter(rounded, kInf) - rounded));
+  }
+  EXPECT_LE(worst, 1.0);
+  EXPECT_EQ(p[p.size() - 2], 0.0f);
+  EXPECT_EQ(p.back(), 0.0f);
+}
+
 // The CPU executor attends T0 slots of the engine's cache, then pool rows of one layer: the same
 // bits as attend_rows over those rows; a bad slot or layer is refused before anything is written.
 TEST(AttendRows, CpuExecutorAttendsCacheSlotsThenPoolRows) {

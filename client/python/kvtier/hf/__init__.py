@@ -16,7 +16,9 @@ T1/T2 rows staged from the daemon's pools, evicted and padding positions zero an
 CPU every row is copied once: T0 rows by kvtier.copy_rows, host rows by libkvtier straight from the
 pool to their positions (``Client.stage_at``). On CUDA two staging buffers per row hold its host
 rows for layers l and l + 1, and torch's index ops place both. :class:`TieredCacheStats`
-reports these as allocated storage bytes.
+reports these as allocated storage bytes. With ``host_attention=True`` (CPU only) nothing is
+assembled: libkvtier computes each decode step's attention over the T0 tensors and the pool rows
+where they are (kvtier.hf.split), exact up to float32 rounding instead of bit-identical.
 
 Exactness. Keys keep their absolute positions (RoPE is applied before caching), the assembled
 keys are in position order and ``get_mask_sizes`` is ``DynamicCache``'s, so with nothing evicted
@@ -48,7 +50,7 @@ Parameters of :class:`TieredCache`: ``max_length`` (most positions per row), ``h
 ``policy`` and, by keyword, every other tier parameter of ``Client.open_sequence`` (``seed``,
 ``int8_ratio``, ``int8_tokens``, ``protect_prompt``, ``recent_window``, ``value_protect_ratio``,
 ``value_protect_tokens``, ``rkv_lambda``, ``key_digest_dim``, ``hbm_tokens``, ``evict_tokens``,
-``decay``); ``int8_pool_tokens`` sizes the model's int8 pool (T2). ``plan_wait_ms`` > 0 syncs with
+``decay``); ``int8_pool_tokens`` sizes the model's int8 pool (T2); ``host_attention`` (above). ``plan_wait_ms`` > 0 syncs with
 kvtierd after a step that ends a decision interval, so a plan takes effect at the same step on
 every run (tests); 0 (default) applies plans whenever they arrive.
 

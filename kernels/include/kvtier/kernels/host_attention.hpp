@@ -10,9 +10,9 @@
 //
 // How: float32; rows cut into chunks of kAttendChunkRows, each chunk one online softmax (a running
 // max, sum and accumulator per query head, updated once per block of 8 rows; e^x by a polynomial
-// within 2 ulp); chunks run on a few threads and merge in chunk order. Deterministic: the same
-// rows in the same order give the same bits on every machine, whatever its threads or
-// instruction set (a fixed summation order, no fused multiply-add).
+// within one ulp); chunks run on a few threads and merge in chunk order. Deterministic: the same
+// rows in the same order give the same bits whatever the number of threads or the instruction
+// set (a fixed summation order, no fused multiply-add).
 //
 // Thread-safety: concurrent calls must not share outputs; calls from several threads are served
 // one at a time by the worker threads.
