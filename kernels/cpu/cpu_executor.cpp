@@ -2,7 +2,6 @@
 #include "cpu/cpu_executor.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <string>
 #include <utility>

@@ -312,7 +312,7 @@ void attend_rows(const KvLayout& layout, const HostQuery& query, std::span<const
     std::fill(o, o + dim, 0.0f);
     for (std::size_t c = 0; c < chunks; ++c) {
       const float* st = states.data() + c * per_chunk;
-      if (st[hq + h] == 0.0f) continue;  // an empty chunk (no row contributes)
+      if (st[hq + h] == 0.0f) continue;  // nothing summed: every logit of the chunk was −inf
       const float w = std::exp(st[h] - top);
       sum += st[hq + h] * w;
       const float* acc = st + 2 * hq + std::size_t{h} * dim;

@@ -16,7 +16,8 @@ the function
    (no repeat of the KV heads).
 
 With ``host_attention`` (kvtier.hf.split) libkvtier computes a decode forward's attention itself,
-over the T0 storage and the host rows where they live, in one softmax. For any other forward (no TieredCache in use) it is the inner implementation.
+over the T0 storage and the host rows where they live, in one softmax. For any other forward (no
+TieredCache in use) it is the inner implementation.
 """
 
 from __future__ import annotations
