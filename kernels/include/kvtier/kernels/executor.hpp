@@ -6,6 +6,8 @@
 // Lifecycle, after CUTLASS: can_implement(layout, pool) says whether this backend can serve the
 // pair (no side effects); initialize(layout, pool) binds them (and repeats can_implement); then
 // the operations. Every operation validates its arguments first and on failure copies nothing.
+// Besides copies, the CPU backend attends a decode query over a layer's rows where they live
+// (attend: the T0 slots and the host rows, nothing staged).
 //
 // The int8 tier (T2): after initialize, bind_int8(pool) binds the client's int8 pool (CUDA:
 // registers its pages pinned once, until rebind or destruction); prefetch_mixed then stages
