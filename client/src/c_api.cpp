@@ -356,7 +356,7 @@ kvtier_status kvtier_attend(kvtier_client* client, uint32_t sequence, uint32_t l
     auto cache = c.cache(sequence);
     if (!cache) return fail(client, cache.error());
     const kvtier::kernels::HostQuery query{a.q, a.q_heads, a.head_dim, a.scale};
-    const kvtier::kernels::AttendOutput out{a.out, a.lse, a.probs, a.probs_stride, a.scores};
+    const kvtier::kernels::AttendOutput out{a.out, a.lse, a.probs, a.probs_stride, a.scores, a.scores_count};
     if (auto ok = (*cache)->attend(layer, {a.t0_slots, a.t0_count}, query, out); !ok) return fail(client, ok.error());
     return KVTIER_OK;
   });

@@ -217,7 +217,9 @@ Status CpuExecutor::attend(std::uint32_t layer, std::span<const std::uint32_t> t
                            std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8,
                            const HostQuery& query, const AttendOutput& out) {
   if (auto s = require_initialized(); !s) return s;
-  const bool any_int8 = std::any_of(from_int8.begin(), from_int8.end(), [](std::uint8_t f) { return f != 0; });
+  const auto flagged = static_cast<std::size_t>(std::count_if(from_int8.begin(), from_int8.end(),
+                                                              [](std::uint8_t f) { return f != 0; }));
+  const bool any_int8 = flagged > 0;
   if (any_int8) {
     if (auto s = require_int8(); !s) return s;
   }
@@ -241,8 +243,6 @@ Status CpuExecutor::attend(std::uint32_t layer, std::span<const std::uint32_t> t
     attend_rows_.push_back({k_base + at, v_base + at, layout_.head_stride});
   }
   const std::size_t half = layout_.half_row_bytes(), head = layout_.head_bytes();
-  const auto flagged = static_cast<std::size_t>(std::count_if(from_int8.begin(), from_int8.end(),
-                                                              [](std::uint8_t f) { return f != 0; }));
   scratch_.resize(flagged * pool_.row_bytes);
   std::byte* dequantized = scratch_.data();
   for (std::size_t i = 0; i < slots.size(); ++i) {

@@ -271,6 +271,9 @@ Status validate_host_attention(const KvLayout& layout, const HostQuery& query, c
   if (out.probs != nullptr && out.probs_stride < rows) {
     return bad("probs_stride " + std::to_string(out.probs_stride) + " < " + std::to_string(rows) + " rows");
   }
+  if (out.scores != nullptr && out.scores_count != rows) {
+    return bad("scores has " + std::to_string(out.scores_count) + " entries for " + std::to_string(rows) + " rows");
+  }
   return {};
 }
 

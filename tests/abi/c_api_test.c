@@ -74,7 +74,8 @@ static int handoff_offline(void) {
     kvtier_attention_init(&attention);
     CHECK(attention.struct_size == sizeof(attention));
     CHECK(attention.q == NULL && attention.q_heads == 0 && attention.head_dim == 0 && attention.scale == 0.0f);
-    CHECK(attention.t0_slots == NULL && attention.t0_count == 0 && attention.probs == NULL && attention.scores == NULL);
+    CHECK(attention.t0_slots == NULL && attention.t0_count == 0 && attention.probs == NULL && attention.scores == NULL &&
+          attention.scores_count == 0);
     kvtier_attention_init(NULL); /* ignored */
     CHECK(kvtier_attend(NULL, 1, 0, &attention) == KVTIER_E_INVALID_ARGUMENT);
   }

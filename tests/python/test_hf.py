@@ -101,8 +101,8 @@ def test_any_attention_implementation_is_exact_and_scored(daemon, attn):
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_host_attention_gives_the_default_caches_logits_up_to_rounding(daemon, attn):
-    """host_attention: each decode step attends the T0 storage and the pool's host rows apart and
-    merges them by log-sum-exp (kvtier.hf.split). Exact up to float32 rounding, so the logits of
+    """host_attention: libkvtier attends each decode step's T0 storage and the pool's host rows
+    where they are, in one softmax (kvtier.hf.split). Exact up to float32 rounding, so the logits of
     every step are compared with DynamicCache's over the same tokens (teacher forcing: a token
     that rounding flips does not end the comparison); no layer is assembled, no host row copied."""
     m = make_model(attn)
@@ -120,8 +120,8 @@ def test_host_attention_gives_the_default_caches_logits_up_to_rounding(daemon, a
     host, staged = stats[True], stats[False]
     assert host.rows_offloaded > 0 and host.tokens_host > 0  # host rows were attended in the pool
     assert host.peak_transient_bytes == 0 < staged.peak_transient_bytes
-    # Staging moves every host row of every layer each step; host attention only a query and a
-    # partial result per layer (16 bytes of logits per row and query head against 256 of K and V).
+    # Staging moves every host row of every layer each step; host attention a query, an output and
+    # the scores per layer (4 bytes per row against 256 of K and V).
     assert host.bytes_moved < staged.bytes_moved / 2
     release_model(m)
 

@@ -404,8 +404,8 @@ KVTIER_API kvtier_status kvtier_stage_layer_at(kvtier_client* client, uint32_t s
  * q: q_heads rows of head_dim float32 (head_dim: the attached cache's), head h at q + h * head_dim.
  * Results, float32 in host memory: out [q_heads, head_dim]; lse [q_heads] (natural log; -inf with
  * no rows, out then 0); when not NULL, probs [q_heads, probs_stride >= rows]: p_hi at
- * probs[h * probs_stride + i]; scores [rows]: scores[i] += p_hi for every h (e.g. summed over a
- * step's layers). Rows are cut into chunks of 256 run on a few library threads; the same rows
+ * probs[h * probs_stride + i]; scores [scores_count == rows]: scores[i] += p_hi for every h
+ * (e.g. summed over a step's layers). Rows are cut into chunks of 256 run on a few library threads; the same rows
  * give the same bits whatever the number of threads or the instruction set. */
 typedef struct kvtier_attention {
   size_t struct_size;
@@ -419,13 +419,14 @@ typedef struct kvtier_attention {
   float* probs;
   size_t probs_stride;
   float* scores;
+  size_t scores_count;
 } kvtier_attention;
 
 KVTIER_API void kvtier_attention_init(kvtier_attention* attention);
 
 /* Runs `attention` over layer `layer`, complete when it returns. CPU backend only
  * (KVTIER_E_UNAVAILABLE on CUDA); KVTIER_E_INVALID_ARGUMENT, nothing written, for a bad layer, slot,
- * query or probs_stride; KVTIER_E_BAD_STATE while a layer of the sequence is prefetched. */
+ * query, probs_stride or scores_count; KVTIER_E_BAD_STATE while a layer of the sequence is prefetched. */
 KVTIER_API kvtier_status kvtier_attend(kvtier_client* client, uint32_t sequence, uint32_t layer,
                                        const kvtier_attention* attention);
 

@@ -327,8 +327,8 @@ TEST_F(SequenceCacheT2, AttendReadsTheGivenCacheSlotsThenTheHostRowsInPositionOr
     std::vector<float> out(kQHeads * kDim), lse(kQHeads), probs(kQHeads * 6), scores(6);
     std::vector<float> want_out(out.size()), want_lse(lse.size()), want_probs(probs.size()), want_scores(6);
     kernels::attend_rows(layout, query, rows,
-                         {want_out.data(), want_lse.data(), want_probs.data(), 6, want_scores.data()});
-    ASSERT_TRUE(cache_->attend(l, t0, query, {out.data(), lse.data(), probs.data(), 6, scores.data()}));
+                         {want_out.data(), want_lse.data(), want_probs.data(), 6, want_scores.data(), 6});
+    ASSERT_TRUE(cache_->attend(l, t0, query, {out.data(), lse.data(), probs.data(), 6, scores.data(), 6}));
     EXPECT_EQ(out, want_out);
     EXPECT_EQ(lse, want_lse);
     EXPECT_EQ(probs, want_probs);

@@ -80,7 +80,7 @@ struct Result {
   AttendOutput view(std::size_t rows) {
     probs.assign(kQHeads * rows, 0.0f);
     scores.assign(rows, 1.0f);  // added to
-    return AttendOutput{out.data(), lse.data(), probs.data(), rows, scores.data()};
+    return AttendOutput{out.data(), lse.data(), probs.data(), rows, scores.data(), rows};
   }
 };
 
@@ -206,6 +206,8 @@ TEST(AttendRows, RequestChecksRefuseABadQueryOrStride) {
   EXPECT_EQ(code({q.data(), kQHeads, kDim + 1, 0.5f}, out, 4), Errc::kInvalidArgument);  // not the layout's
   EXPECT_EQ(code({q.data(), kQHeads, kDim, kInf}, out, 4), Errc::kInvalidArgument);
   EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, out, 5), Errc::kInvalidArgument);  // probs_stride 4 < 5 rows
+  EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, AttendOutput{out.out, out.lse, nullptr, 0, out.scores, 4}, 3),
+            Errc::kInvalidArgument);  // 4 scores for 3 rows
   EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, AttendOutput{out.out, nullptr}, 4), Errc::kInvalidArgument);
   EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, AttendOutput{out.out, out.lse}, 9), Errc::kOk);  // no probs
 }

@@ -251,7 +251,7 @@ class TieredCache(Cache):
                 r["new_rows"], r["host_keys"] = None, torch.as_tensor(row.pad + host, device=device)
         self._length += q
         dead = None
-        if not prefill:
+        if not prefill and not f["host"]:  # host attention reads live rows only: nothing to mask
             dead = torch.zeros(len(self.rows), f["length"], dtype=torch.bool)
             for b, row in enumerate(self.rows):
                 if row.open:

@@ -21,8 +21,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._slots import T0
-
 
 class HostStep:
     """One host-attention decode forward: per open row its live T0 slots, the positions of its
@@ -35,11 +33,11 @@ class HostStep:
         self.q_t = torch.from_numpy(self.q)
         self.lse = np.zeros((batch, q_heads), dtype=np.float32)
         self.rows: list[tuple[int, Any, np.ndarray, np.ndarray, np.ndarray]] = []
-        for r in f["rows"]:
+        for r in f["rows"]:  # the forward's T0 lists (_begin), less hidden prompt positions
             row = r["row"]
-            t0 = np.setdiff1d(row.slots.positions_in(T0), row.hidden, assume_unique=True)
-            keys = row.pad + np.concatenate([t0, r["host"]])
-            self.rows.append((r["b"], row, row.slots.slot_of[t0].astype(np.uint32), keys,
+            live = ~np.isin(r["t0_keys"] - row.pad, row.hidden)
+            keys = np.concatenate([r["t0_keys"][live], row.pad + r["host"]])
+            self.rows.append((r["b"], row, r["t0_slots"][live].astype(np.uint32), keys,
                               np.zeros(len(keys), dtype=np.float32)))
 
     def attend(self, layer: int, query: torch.Tensor, scaling: float) -> torch.Tensor:

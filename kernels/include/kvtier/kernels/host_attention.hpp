@@ -55,11 +55,12 @@ struct AttendOutput {
   std::size_t probs_stride = 0;
   // Optional [rows]: scores[i] += Σ_h p_hi (h ascending), e.g. summed over a step's layers.
   float* scores = nullptr;
+  std::size_t scores_count = 0;  // entries of scores: the rows, when scores is set
 };
 
 // Checks a request over `rows` rows of `layout`'s geometry: q, out and lse non-null, q_heads a
 // non-zero multiple of num_kv_heads, head_dim the layout's, a finite scale, probs_stride >= rows
-// when probs is set. kInvalidArgument naming the field.
+// when probs is set, scores_count == rows when scores is set. kInvalidArgument naming the field.
 Status validate_host_attention(const KvLayout& layout, const HostQuery& query, const AttendOutput& out,
                                std::size_t rows);
 
