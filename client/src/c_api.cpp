@@ -357,7 +357,11 @@ kvtier_status kvtier_attend(kvtier_client* client, uint32_t sequence, uint32_t l
     if (!cache) return fail(client, cache.error());
     const kvtier::kernels::HostQuery query{a.q, a.q_heads, a.head_dim, a.scale};
     const kvtier::kernels::AttendOutput out{a.out, a.lse, a.probs, a.probs_stride, a.scores, a.scores_count};
-    if (auto ok = (*cache)->attend(layer, {a.t0_slots, a.t0_count}, query, out); !ok) return fail(client, ok.error());
+    const std::size_t per_slot = a.head_dim == 0 ? 0 : (*cache)->layout().head_dim / a.head_dim;
+    const std::size_t t0_tokens = a.t0_tokens != 0 ? a.t0_tokens : a.t0_count * per_slot;
+    if (auto ok = (*cache)->attend(layer, {a.t0_slots, a.t0_count}, t0_tokens, query, out); !ok) {
+      return fail(client, ok.error());
+    }
     return KVTIER_OK;
   });
 }

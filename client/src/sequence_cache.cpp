@@ -329,10 +329,10 @@ Status SequenceCache::stage_at(std::uint32_t layer, const kernels::PositionTarge
   return executor_->stage_at(layer, list_slots_, from_int8(), list_positions_, target);
 }
 
-Status SequenceCache::attend(std::uint32_t layer, std::span<const std::uint32_t> t0_slots,
+Status SequenceCache::attend(std::uint32_t layer, std::span<const std::uint32_t> t0_slots, std::size_t t0_tokens,
                             const kernels::HostQuery& query, const kernels::AttendOutput& out) {
   if (auto ok = host_rows_at_rest(); !ok) return ok;
-  return executor_->attend(layer, t0_slots, list_slots_, from_int8(), query, out);
+  return executor_->attend(layer, t0_slots, t0_tokens, list_slots_, from_int8(), query, out);
 }
 
 Status SequenceCache::host_rows_at_rest() {

@@ -58,11 +58,11 @@ class SequenceCache {
   // Layer `layer`'s T1 and T2 rows straight to their positions in the engine's `target` (the
   // executor's stage_at: CPU backend only). kBadState while a layer is in flight.
   Status stage_at(std::uint32_t layer, const kernels::PositionTarget& target);
-  // A decode query's attention over one layer's rows where they live: the engine's cache slots
-  // t0_slots, then the T1 and T2 rows in ascending positions (the executor's attend: CPU backend
-  // only). kBadState while a layer is in flight.
-  Status attend(std::uint32_t layer, std::span<const std::uint32_t> t0_slots, const kernels::HostQuery& query,
-                const kernels::AttendOutput& out);
+  // A decode query's attention over one layer's rows where they live: the first t0_tokens tokens
+  // of the engine's cache slots t0_slots, then the T1 and T2 rows in ascending positions (the
+  // executor's attend: CPU backend only). kBadState while a layer is in flight.
+  Status attend(std::uint32_t layer, std::span<const std::uint32_t> t0_slots, std::size_t t0_tokens,
+                const kernels::HostQuery& query, const kernels::AttendOutput& out);
   // The engine's compute stream (CUDA: a cudaStream_t; the CPU backend ignores it).
   void set_compute_stream(std::uintptr_t stream) noexcept { executor_->set_compute_stream(stream); }
   // Rows a stage returns: T1 and T2.

@@ -213,7 +213,7 @@ Status CpuExecutor::stage_at(std::uint32_t layer, std::span<const std::uint32_t>
   return {};
 }
 
-Status CpuExecutor::attend(std::uint32_t layer, std::span<const std::uint32_t> t0_slots,
+Status CpuExecutor::attend(std::uint32_t layer, std::span<const std::uint32_t> t0_slots, std::size_t t0_tokens,
                            std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8,
                            const HostQuery& query, const AttendOutput& out) {
   if (auto s = require_initialized(); !s) return s;
@@ -233,13 +233,23 @@ Status CpuExecutor::attend(std::uint32_t layer, std::span<const std::uint32_t> t
                                                     std::to_string(layout_.num_slots));
     }
   }
-  if (auto s = validate_host_attention(layout_, query, out, t0_slots.size() + slots.size()); !s) return s;
-  // Where every row is: T0 in the engine's cache, T1 in the pool, T2 dequantized into scratch_.
+  // Tokens per row, back to back in each head's row (a head_dim that does not divide the
+  // layout's is refused by validate_host_attention, whatever the count of rows).
+  const bool divides = query.head_dim != 0 && layout_.head_dim % query.head_dim == 0;
+  const std::size_t n = divides ? layout_.head_dim / query.head_dim : 1;
+  if (auto s = validate_host_attention(layout_, query, out, t0_tokens + slots.size() * n); !s) return s;
+  if (t0_slots.empty() ? t0_tokens != 0 : (t0_tokens > t0_slots.size() * n || t0_tokens <= (t0_slots.size() - 1) * n)) {
+    return make_error(Errc::kInvalidArgument, "attend: t0_tokens " + std::to_string(t0_tokens) + " for " +
+                                                  std::to_string(t0_slots.size()) + " t0 slots of " +
+                                                  std::to_string(n) + " tokens (only the last may hold fewer)");
+  }
+  // Where every token is: T0 in the engine's cache, T1 in the pool, T2 dequantized into scratch_.
   attend_rows_.clear();
   const auto* k_base = reinterpret_cast<const std::byte*>(layout_.k_base[layer]);
   const auto* v_base = reinterpret_cast<const std::byte*>(layout_.v_base[layer]);
-  for (const std::uint32_t slot : t0_slots) {
-    const std::size_t at = layout_.slot_offset(slot);
+  const std::size_t token = std::size_t{query.head_dim} * dtype_bytes(layout_.dtype);
+  for (std::size_t t = 0; t < t0_tokens; ++t) {
+    const std::size_t at = layout_.slot_offset(t0_slots[t / n]) + (t % n) * token;
     attend_rows_.push_back({k_base + at, v_base + at, layout_.head_stride});
   }
   const std::size_t half = layout_.half_row_bytes(), head = layout_.head_bytes();
@@ -253,7 +263,7 @@ Status CpuExecutor::attend(std::uint32_t layer, std::span<const std::uint32_t> t
       if (auto s = dequantize_slot(*int8_, layer, slots[i], dequantized); !s) return s;
       dequantized += pool_.row_bytes;
     }
-    attend_rows_.push_back({row, row + half, head});
+    for (std::size_t t = 0; t < n; ++t) attend_rows_.push_back({row + t * token, row + half + t * token, head});
   }
   attend_rows(layout_, query, attend_rows_, out);
   return {};

@@ -34,8 +34,9 @@ class CpuExecutor final : public CopyExecutor {
   Status restore_int8(std::span<const RowCopy> copies) override;
   Status stage_at(std::uint32_t layer, std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8,
                   std::span<const std::uint32_t> positions, const PositionTarget& target) override;
-  Status attend(std::uint32_t layer, std::span<const std::uint32_t> t0_slots, std::span<const std::uint32_t> slots,
-                std::span<const std::uint8_t> from_int8, const HostQuery& query, const AttendOutput& out) override;
+  Status attend(std::uint32_t layer, std::span<const std::uint32_t> t0_slots, std::size_t t0_tokens,
+                std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8, const HostQuery& query,
+                const AttendOutput& out) override;
   Status wait(std::uint32_t layer) override;
   Status synchronize() override;
 

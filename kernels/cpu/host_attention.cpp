@@ -206,7 +206,7 @@ constexpr AttentionLoops kAvx2{add_block_avx2, to_probs_avx2};
 void run_chunk(const KvLayout& layout, const AttentionLoops& loops, AttentionState& s, std::span<const AttendRow> rows,
                float* scratch) {
   const std::size_t es = dtype_bytes(layout.dtype);
-  const std::uint32_t kv_heads = layout.num_kv_heads;
+  const std::uint32_t kv_heads = layout.num_kv_heads, dim = s.head_dim;
   for (std::size_t first = 0; first < rows.size(); first += 8) {
     const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(8, rows.size() - first));
     s.next = rows.data() + first + n;
@@ -220,15 +220,15 @@ void run_chunk(const KvLayout& layout, const AttentionLoops& loops, AttentionSta
         block.stride[r] = row.head_stride / es;
         continue;
       }
-      float* k = scratch + std::size_t{r} * 2 * kv_heads * layout.head_dim;
-      float* v = k + std::size_t{kv_heads} * layout.head_dim;
+      float* k = scratch + std::size_t{r} * 2 * kv_heads * dim;
+      float* v = k + std::size_t{kv_heads} * dim;
       for (std::uint32_t h = 0; h < kv_heads; ++h) {
-        to_f32(layout.dtype, row.k + h * row.head_stride, k + std::size_t{h} * layout.head_dim, layout.head_dim);
-        to_f32(layout.dtype, row.v + h * row.head_stride, v + std::size_t{h} * layout.head_dim, layout.head_dim);
+        to_f32(layout.dtype, row.k + h * row.head_stride, k + std::size_t{h} * dim, dim);
+        to_f32(layout.dtype, row.v + h * row.head_stride, v + std::size_t{h} * dim, dim);
       }
       block.k[r] = k;
       block.v[r] = v;
-      block.stride[r] = layout.head_dim;
+      block.stride[r] = dim;
     }
     loops.add_block(s, block, n);
   }
@@ -264,8 +264,9 @@ Status validate_host_attention(const KvLayout& layout, const HostQuery& query, c
     return bad(std::to_string(query.q_heads) + " query heads are not a multiple of " +
                std::to_string(layout.num_kv_heads) + " KV heads");
   }
-  if (query.head_dim != layout.head_dim) {
-    return bad("head_dim " + std::to_string(query.head_dim) + " is not the cache's " + std::to_string(layout.head_dim));
+  if (query.head_dim == 0 || layout.head_dim % query.head_dim != 0) {
+    return bad("head_dim " + std::to_string(query.head_dim) + " does not divide the cache's " +
+               std::to_string(layout.head_dim));
   }
   if (!std::isfinite(query.scale)) return bad("the scale is not finite");
   if (out.probs != nullptr && out.probs_stride < rows) {
@@ -302,7 +303,7 @@ void attend_rows(const KvLayout& layout, const HostQuery& query, std::span<const
     const std::size_t first = c * kAttendChunkRows;
     detail::AttentionState s{query.q, query.scale, hq,     hq / layout.num_kv_heads, dim,
                              st,      st + hq,     st + 2 * hq, logits,             stride,
-                             first,   nullptr,     0,      layout.num_kv_heads,     layout.head_bytes()};
+                             first,   nullptr,     0,      layout.num_kv_heads,     dim * dtype_bytes(layout.dtype)};
     detail::run_chunk(layout, loops, s, rows.subspan(first, std::min(kAttendChunkRows, n - first)),
                       st + per_chunk - scratch);
   });

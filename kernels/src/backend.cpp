@@ -25,7 +25,7 @@ Status CopyExecutor::stage_at(std::uint32_t /*layer*/, std::span<const std::uint
 }
 
 Status CopyExecutor::attend(std::uint32_t /*layer*/, std::span<const std::uint32_t> /*t0_slots*/,
-                            std::span<const std::uint32_t> /*slots*/, std::span<const std::uint8_t> /*from_int8*/,
+                            std::size_t /*t0_tokens*/, std::span<const std::uint32_t> /*slots*/, std::span<const std::uint8_t> /*from_int8*/,
                             const HostQuery& /*query*/, const AttendOutput& /*out*/) {
   return make_error(Errc::kUnavailable, "attend: the " + std::string(backend_name(backend())) +
                                             " backend does not attend on the host");

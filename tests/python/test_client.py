@@ -292,6 +292,37 @@ def test_attend_reads_the_t0_slots_and_host_rows_where_they_live(daemon):
         client.close_sequence(seq)
 
 
+def test_attend_reads_every_token_of_a_slot_holding_a_block(daemon):
+    """A query of half the cache's head_dim reads each cache slot and host row as two tokens (a
+    vLLM block of 2): the first t0_tokens of the T0 slots (the last slot's second token left out),
+    then both tokens of every host row; t0_tokens past the slots is refused."""
+    half = DIM // 2
+    with daemon.connect() as client:
+        engines: list = []
+        seq, plan = offloaded(client, engines)
+        engine = engines[0]
+        host = sorted(m.position for m in plan.moves if m.to_tier in (kvtier.Tier.T1, kvtier.Tier.T2))
+        t0 = sorted(engine.slot_of)
+        slots = np.array([engine.slot_of[p] for p in t0], dtype=np.uint32)
+        q_heads, t0_tokens, scale = HEADS, 2 * len(t0) - 1, 0.5
+        rows = t0_tokens + 2 * len(host)
+        q = np.random.default_rng(4).standard_normal((q_heads, half)).astype(np.float32) * 1e-3
+        out, lse, scores = np.zeros((q_heads, half), np.float32), np.zeros(q_heads, np.float32), np.zeros(rows, np.float32)
+        client.attend(seq, 1, q=q, scale=scale, out=out, lse=lse, t0_slots=slots, t0_tokens=t0_tokens, scores=scores)
+        for h in range(q_heads):
+            tokens = [(p, t) for p in t0 for t in range(2)][:t0_tokens] + [(p, t) for p in host for t in range(2)]
+            k = np.array([NumpyEngine.row(1, h, p, 0.25)[t * half:(t + 1) * half] for p, t in tokens], np.float64)
+            v = np.array([NumpyEngine.row(1, h, p, 0.5)[t * half:(t + 1) * half] for p, t in tokens], np.float64)
+            s = scale * k @ q[h].astype(np.float64)
+            want_lse = np.log(np.exp(s - s.max()).sum()) + s.max()
+            np.testing.assert_allclose(lse[h], want_lse, rtol=1e-5)
+            np.testing.assert_allclose(out[h], np.exp(s - want_lse) @ v, rtol=1e-5)
+        np.testing.assert_allclose(scores.sum(), q_heads, rtol=1e-5)
+        with pytest.raises(kvtier.InvalidArgumentError, match="t0_tokens"):
+            client.attend(seq, 1, q=q, scale=scale, out=out, lse=lse, t0_slots=slots, t0_tokens=2 * len(t0) + 1)
+        client.close_sequence(seq)
+
+
 def test_stage_layer_refuses_a_too_small_buffer(daemon):
     with daemon.connect() as client:
         seq, _ = offloaded(client)

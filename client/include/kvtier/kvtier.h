@@ -395,18 +395,23 @@ KVTIER_API kvtier_status kvtier_stage_layer_at(kvtier_client* client, uint32_t s
 
 /* One decode query's attention over a layer's rows where they live, computed on the CPU, nothing
  * copied (DESIGN §6): the attached cache's slots t0_slots[0..t0_count) (may be none), then the
- * sequence's T1 and T2 rows (T2 dequantized) in ascending positions. For query head h (KV head
- * h / (q_heads / num_kv_heads)) and rows i, s_i = scale * q_h . k_i:
+ * sequence's T1 and T2 rows (T2 dequantized) in ascending positions. A slot holds n = the cache's
+ * head_dim / head_dim tokens back to back per head (1, unless the engine's slot is a block of
+ * tokens, as vLLM's); the rows i are those tokens: the first t0_tokens of the T0 slots (0: all
+ * t0_count * n; only the last slot may give fewer, e.g. the block being written), then every
+ * host row's n. For query head h (KV head h / (q_heads / num_kv_heads)) and rows i,
+ * s_i = scale * q_h . k_i:
  *   lse_h = ln sum_i exp(s_i)     p_hi = exp(s_i - lse_h)     out_h = sum_i p_hi * v_i
  * With only some keys given (e.g. no t0_slots), (out, lse) merges with the engine's attention
  * over the others (part A): lse = ln(exp(lse_A) + exp(lse_B)),
  * out = exp(lse_A - lse) * out_A + exp(lse_B - lse) * out_B.
- * q: q_heads rows of head_dim float32 (head_dim: the attached cache's), head h at q + h * head_dim.
+ * q: q_heads rows of head_dim float32 (head_dim: the attached cache's or a divisor of it), head h
+ * at q + h * head_dim.
  * Results, float32 in host memory: out [q_heads, head_dim]; lse [q_heads] (natural log; -inf with
  * no rows, out then 0); when not NULL, probs [q_heads, probs_stride >= rows]: p_hi at
  * probs[h * probs_stride + i]; scores [scores_count == rows]: scores[i] += p_hi for every h
- * (e.g. summed over a step's layers). Rows are cut into chunks of 256 run on a few library threads; the same rows
- * give the same bits whatever the number of threads or the instruction set. */
+ * (e.g. summed over a step's layers). Rows are cut into chunks of 256 run on a few library
+ * threads; the same rows give the same bits whatever the number of threads or the instruction set. */
 typedef struct kvtier_attention {
   size_t struct_size;
   const float* q;
@@ -420,13 +425,15 @@ typedef struct kvtier_attention {
   size_t probs_stride;
   float* scores;
   size_t scores_count;
+  size_t t0_tokens;
 } kvtier_attention;
 
 KVTIER_API void kvtier_attention_init(kvtier_attention* attention);
 
 /* Runs `attention` over layer `layer`, complete when it returns. CPU backend only
  * (KVTIER_E_UNAVAILABLE on CUDA); KVTIER_E_INVALID_ARGUMENT, nothing written, for a bad layer, slot,
- * query, probs_stride or scores_count; KVTIER_E_BAD_STATE while a layer of the sequence is prefetched. */
+ * query, t0_tokens, probs_stride or scores_count; KVTIER_E_BAD_STATE while a layer of the sequence
+ * is prefetched. */
 KVTIER_API kvtier_status kvtier_attend(kvtier_client* client, uint32_t sequence, uint32_t layer,
                                        const kvtier_attention* attention);
 

@@ -328,7 +328,7 @@ TEST_F(SequenceCacheT2, AttendReadsTheGivenCacheSlotsThenTheHostRowsInPositionOr
     std::vector<float> want_out(out.size()), want_lse(lse.size()), want_probs(probs.size()), want_scores(6);
     kernels::attend_rows(layout, query, rows,
                          {want_out.data(), want_lse.data(), want_probs.data(), 6, want_scores.data(), 6});
-    ASSERT_TRUE(cache_->attend(l, t0, query, {out.data(), lse.data(), probs.data(), 6, scores.data(), 6}));
+    ASSERT_TRUE(cache_->attend(l, t0, t0.size(), query, {out.data(), lse.data(), probs.data(), 6, scores.data(), 6}));
     EXPECT_EQ(out, want_out);
     EXPECT_EQ(lse, want_lse);
     EXPECT_EQ(probs, want_probs);
@@ -337,11 +337,11 @@ TEST_F(SequenceCacheT2, AttendReadsTheGivenCacheSlotsThenTheHostRowsInPositionOr
   Bytes buffer(cache_->stage_bytes());
   std::vector<float> out(kQHeads * kDim), lse(kQHeads);
   ASSERT_TRUE(cache_->prefetch(0, KVTIER_STAGE_COMPACT, buffer.data(), buffer.size()));
-  EXPECT_EQ(cache_->attend(1, {}, query, {out.data(), lse.data()}).error().code, Errc::kBadState);
+  EXPECT_EQ(cache_->attend(1, {}, 0, query, {out.data(), lse.data()}).error().code, Errc::kBadState);
   ASSERT_TRUE(cache_->wait(0));
-  EXPECT_EQ(cache_->attend(kLayers, {}, query, {out.data(), lse.data()}).error().code, Errc::kInvalidArgument);
+  EXPECT_EQ(cache_->attend(kLayers, {}, 0, query, {out.data(), lse.data()}).error().code, Errc::kInvalidArgument);
   const std::vector<std::uint32_t> outside{kSlots};
-  EXPECT_EQ(cache_->attend(0, outside, query, {out.data(), lse.data()}).error().code, Errc::kInvalidArgument);
+  EXPECT_EQ(cache_->attend(0, outside, outside.size(), query, {out.data(), lse.data()}).error().code, Errc::kInvalidArgument);
 }
 
 // Double buffering: layer 1 prefetched while layer 0 is still in flight; each wait returns what

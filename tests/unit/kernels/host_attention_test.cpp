@@ -2,7 +2,7 @@
 // float64 reference in every dtype and over several chunks, rows with different head strides
 // (an HF cache's and a pool's), the log-sum-exp merge of two parts, no rows, the scores, the
 // request checks, the same bits from every instruction set of the block loops, and the executor
-// reading T0 slots of the engine's cache and pool rows.
+// reading T0 slots of the engine's cache and pool rows, one token or a block of tokens per slot.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -285,12 +285,12 @@ TEST(AttendRows, CpuExecutorAttendsCacheSlotsThenPoolRows) {
   const std::vector<float> q = random_floats(kQHeads * kDim, 5, 1.0f);
   const HostQuery query{q.data(), kQHeads, kDim, 0.25f};
   Result early;
-  EXPECT_EQ(executor->attend(1, {}, {}, {}, query, early.view(0)).error().code, Errc::kBadState);  // no initialize
+  EXPECT_EQ(executor->attend(1, {}, 0, {}, {}, query, early.view(0)).error().code, Errc::kBadState);  // no initialize
   ASSERT_TRUE(executor->initialize(l, view));
 
   const std::vector<std::uint32_t> t0{6, 1}, slots{9, 2, 11, 4};
   Result got;
-  ASSERT_TRUE(executor->attend(1, t0, slots, {}, query, got.view(6)));
+  ASSERT_TRUE(executor->attend(1, t0, t0.size(), slots, {}, query, got.view(6)));
   std::vector<AttendRow> rows;
   for (std::uint32_t s : t0) {
     const std::size_t at = l.slot_offset(s);
@@ -306,12 +306,74 @@ TEST(AttendRows, CpuExecutorAttendsCacheSlotsThenPoolRows) {
 
   Result refused;
   const std::vector<std::uint32_t> bad{1, kPoolSlots}, bad_t0{kCacheSlots};
-  EXPECT_EQ(executor->attend(0, {}, bad, {}, query, refused.view(2)).error().code, Errc::kInvalidArgument);
-  EXPECT_EQ(executor->attend(0, bad_t0, {}, {}, query, refused.view(1)).error().code, Errc::kInvalidArgument);
-  EXPECT_EQ(executor->attend(kLayers, {}, slots, {}, query, refused.view(4)).error().code, Errc::kInvalidArgument);
+  EXPECT_EQ(executor->attend(0, {}, 0, bad, {}, query, refused.view(2)).error().code, Errc::kInvalidArgument);
+  EXPECT_EQ(executor->attend(0, bad_t0, 1, {}, {}, query, refused.view(1)).error().code, Errc::kInvalidArgument);
+  EXPECT_EQ(executor->attend(kLayers, {}, 0, slots, {}, query, refused.view(4)).error().code, Errc::kInvalidArgument);
   const std::vector<std::uint32_t> two{1, 2};
   const std::vector<std::uint8_t> int8{0, 1};  // a flagged row without an int8 pool
-  EXPECT_EQ(executor->attend(0, {}, two, int8, query, refused.view(2)).error().code, Errc::kBadState);
+  EXPECT_EQ(executor->attend(0, {}, 0, two, int8, query, refused.view(2)).error().code, Errc::kBadState);
+  EXPECT_EQ(refused.out, Result{}.out);  // nothing written
+  EXPECT_EQ(refused.lse, Result{}.lse);
+}
+
+// A slot holding a block of kTokens tokens per head (vLLM's; layout head_dim = kTokens · kDim):
+// the executor attends token by token, the first t0_tokens of the T0 slots (the last block part
+// written) and every token of each pool row, the same bits as attend_rows over those tokens; a
+// t0_tokens that leaves a T0 slot unread or reaches past the slots is refused.
+TEST(AttendRows, CpuExecutorAttendsEveryTokenOfBlockSlots) {
+  constexpr std::uint32_t kTokens = 4, kPoolSlots = 6, kCacheSlots = 5, kBlockDim = kTokens * kDim;
+  const std::size_t half = std::size_t{kKvHeads} * kBlockDim, row_bytes = 2 * half * sizeof(float);
+  std::vector<float> pool = random_floats(std::size_t{kLayers} * kPoolSlots * 2 * half, 31, 1.0f);
+  const PoolView view{reinterpret_cast<std::byte*>(pool.data()), row_bytes, kPoolSlots * row_bytes, kPoolSlots, kLayers};
+  std::vector<float> k = random_floats(half * kCacheSlots * kLayers, 32, 1.0f);
+  std::vector<float> v = random_floats(k.size(), 33, 1.0f);
+  std::vector<std::uintptr_t> kb, vb;
+  for (std::uint32_t l = 0; l < kLayers; ++l) {
+    kb.push_back(reinterpret_cast<std::uintptr_t>(k.data() + l * half * kCacheSlots));
+    vb.push_back(reinterpret_cast<std::uintptr_t>(v.data() + l * half * kCacheSlots));
+  }
+  const KvLayout l = make_hf_layout(kLayers, kKvHeads, kBlockDim, KvDtype::kF32, kCacheSlots, kb, vb);
+  auto executor = std::move(*make_executor(Backend::kCpu));
+  ASSERT_TRUE(executor->initialize(l, view));
+  const std::vector<float> q = random_floats(kQHeads * kDim, 7, 1.0f);
+  const HostQuery query{q.data(), kQHeads, kDim, 0.25f};
+
+  const std::vector<std::uint32_t> t0{3, 0}, slots{5, 2};
+  constexpr std::size_t kT0Tokens = kTokens + 2, kRows = kT0Tokens + 2 * kTokens;
+  Result got;
+  ASSERT_TRUE(executor->attend(1, t0, kT0Tokens, slots, {}, query, got.view(kRows)));
+  std::vector<AttendRow> rows;
+  const std::size_t token = kDim * sizeof(float);
+  for (std::size_t t = 0; t < kT0Tokens; ++t) {
+    const std::size_t at = l.slot_offset(t0[t / kTokens]) + (t % kTokens) * token;
+    rows.push_back({reinterpret_cast<const std::byte*>(kb[1]) + at, reinterpret_cast<const std::byte*>(vb[1]) + at,
+                    l.head_stride});
+  }
+  for (std::uint32_t s : slots) {
+    for (std::size_t t = 0; t < kTokens; ++t) {
+      const std::byte* row = view.row(1, s) + t * token;
+      rows.push_back({row, row + half * sizeof(float), kBlockDim * sizeof(float)});
+    }
+  }
+  ASSERT_EQ(rows.size(), kRows);
+  const Result want = attend(KvDtype::kF32, q, rows, 0.25f);
+  EXPECT_EQ(got.out, want.out);
+  EXPECT_EQ(got.lse, want.lse);
+  EXPECT_EQ(got.probs, want.probs);
+  EXPECT_EQ(got.scores, want.scores);
+
+  Result refused;
+  for (const std::size_t t0_tokens : {std::size_t{kTokens}, 2 * std::size_t{kTokens} + 1}) {  // slot 0 unread; past it
+    const auto rows_then = t0_tokens + 2 * kTokens;
+    EXPECT_EQ(executor->attend(1, t0, t0_tokens, slots, {}, query, refused.view(rows_then)).error().code,
+              Errc::kInvalidArgument)
+        << t0_tokens;
+  }
+  EXPECT_EQ(executor->attend(1, {}, 1, slots, {}, query, refused.view(1 + 2 * kTokens)).error().code,
+            Errc::kInvalidArgument);  // tokens without slots
+  const HostQuery odd{q.data(), kQHeads, kDim + 1, 0.25f};  // 21 does not divide 80
+  EXPECT_EQ(executor->attend(1, t0, kT0Tokens, slots, {}, odd, refused.view(kRows)).error().code,
+            Errc::kInvalidArgument);
   EXPECT_EQ(refused.out, Result{}.out);  // nothing written
   EXPECT_EQ(refused.lse, Result{}.lse);
 }

@@ -160,14 +160,17 @@ class CopyExecutor {
                           const PositionTarget& target);
 
   // One decode query's attention over one layer's rows where they live (attend_rows,
-  // host_attention.hpp), nothing copied: first the engine's cache slots t0_slots (may be empty),
-  // then host row i = pool slot slots[i], or int8 slot slots[i] dequantized where from_int8[i] != 0
-  // (from_int8 may be empty: all T1); probs and scores columns in that order. Complete when it
-  // returns. kInvalidArgument, nothing written, when a slot (validate_host_rows, t0 slots below
-  // the layout's) or the request (validate_host_attention) is bad; kBadState before initialize or,
-  // with flagged rows, without bind_int8. The base returns kUnavailable: only the CPU backend
-  // implements it.
-  virtual Status attend(std::uint32_t layer, std::span<const std::uint32_t> t0_slots,
+  // host_attention.hpp), nothing copied. A row of the layout holds n = layout head_dim /
+  // query.head_dim tokens per head (1 unless the engine's slot is a block of tokens). The keys:
+  // first the first t0_tokens tokens of the engine's cache slots t0_slots (n per slot, the last
+  // slot may give fewer; none when t0_slots is empty), then the n tokens of each host row i = pool
+  // slot slots[i], or int8 slot slots[i] dequantized where from_int8[i] != 0 (from_int8 may be
+  // empty: all T1); probs and scores columns in that order. Complete when it returns.
+  // kInvalidArgument, nothing written, when a slot (validate_host_rows, t0 slots below the
+  // layout's), t0_tokens or the request (validate_host_attention) is bad; kBadState before
+  // initialize or, with flagged rows, without bind_int8. The base returns kUnavailable: only the
+  // CPU backend implements it.
+  virtual Status attend(std::uint32_t layer, std::span<const std::uint32_t> t0_slots, std::size_t t0_tokens,
                         std::span<const std::uint32_t> slots, std::span<const std::uint8_t> from_int8,
                         const HostQuery& query, const AttendOutput& out);
 

@@ -33,12 +33,14 @@ inline constexpr std::size_t kAttendChunkRows = 256;
 struct HostQuery {
   const float* q = nullptr;
   std::uint32_t q_heads = 0;   // a multiple of the KV heads
-  std::uint32_t head_dim = 0;  // the layout's (a caller states it, so a mismatch is refused)
+  // A token's: the layout's, or a divisor of it when a layout row holds layout.head_dim / head_dim
+  // tokens back to back per head (an engine whose cache slot is a block of tokens, as vLLM's).
+  std::uint32_t head_dim = 0;
   float scale = 0.0f;          // usually head_dim^-1/2
 };
 
-// One row: KV head h of its key at k + h * head_stride, of its value at v + h * head_stride
-// (head_dim elements of the layout's dtype each). A pool row: v = k + half a row, head_stride
+// One row (one token): KV head h of its key at k + h * head_stride, of its value at v + h *
+// head_stride (query.head_dim elements of the layout's dtype each). A pool row: v = k + half a row, head_stride
 // = head bytes; an HF cache slot: k_base + slot offset, the cache's head stride.
 struct AttendRow {
   const std::byte* k = nullptr;
@@ -59,7 +61,7 @@ struct AttendOutput {
 };
 
 // Checks a request over `rows` rows of `layout`'s geometry: q, out and lse non-null, q_heads a
-// non-zero multiple of num_kv_heads, head_dim the layout's, a finite scale, probs_stride >= rows
+// non-zero multiple of num_kv_heads, head_dim dividing the layout's, a finite scale, probs_stride >= rows
 // when probs is set, scores_count == rows when scores is set. kInvalidArgument naming the field.
 Status validate_host_attention(const KvLayout& layout, const HostQuery& query, const AttendOutput& out,
                                std::size_t rows);
