@@ -355,7 +355,7 @@ kvtier_status kvtier_attend(kvtier_client* client, uint32_t sequence, uint32_t l
     }
     auto cache = c.cache(sequence);
     if (!cache) return fail(client, cache.error());
-    const kvtier::kernels::HostQuery query{a.q, a.q_heads, a.head_dim, a.scale};
+    const kvtier::kernels::HostQuery query{a.q, a.q_heads, a.head_dim, a.scale, a.keys_dim_major != 0};
     const kvtier::kernels::AttendOutput out{a.out, a.lse, a.probs, a.probs_stride, a.scores, a.scores_count};
     const std::size_t per_slot = a.head_dim == 0 ? 0 : (*cache)->layout().head_dim / a.head_dim;
     const std::size_t t0_tokens = a.t0_tokens != 0 ? a.t0_tokens : a.t0_count * per_slot;

@@ -247,10 +247,12 @@ Status CpuExecutor::attend(std::uint32_t layer, std::span<const std::uint32_t> t
   attend_rows_.clear();
   const auto* k_base = reinterpret_cast<const std::byte*>(layout_.k_base[layer]);
   const auto* v_base = reinterpret_cast<const std::byte*>(layout_.v_base[layer]);
-  const std::size_t token = std::size_t{query.head_dim} * dtype_bytes(layout_.dtype);
+  // A token's key element 0 within its row: token-major, a head_dim further per token; dim-major, an element.
+  const std::size_t value = std::size_t{query.head_dim} * dtype_bytes(layout_.dtype);
+  const std::size_t token = query.keys_dim_major ? dtype_bytes(layout_.dtype) : value;
   for (std::size_t t = 0; t < t0_tokens; ++t) {
-    const std::size_t at = layout_.slot_offset(t0_slots[t / n]) + (t % n) * token;
-    attend_rows_.push_back({k_base + at, v_base + at, layout_.head_stride});
+    const std::size_t at = layout_.slot_offset(t0_slots[t / n]);
+    attend_rows_.push_back({k_base + at + (t % n) * token, v_base + at + (t % n) * value, layout_.head_stride});
   }
   const std::size_t half = layout_.half_row_bytes(), head = layout_.head_bytes();
   scratch_.resize(flagged * pool_.row_bytes);
@@ -263,7 +265,7 @@ Status CpuExecutor::attend(std::uint32_t layer, std::span<const std::uint32_t> t
       if (auto s = dequantize_slot(*int8_, layer, slots[i], dequantized); !s) return s;
       dequantized += pool_.row_bytes;
     }
-    for (std::size_t t = 0; t < n; ++t) attend_rows_.push_back({row + t * token, row + half + t * token, head});
+    for (std::size_t t = 0; t < n; ++t) attend_rows_.push_back({row + t * token, row + half + t * value, head});
   }
   attend_rows(layout_, query, attend_rows_, out);
   return {};

@@ -86,6 +86,22 @@ using I8 = std::int32_t __attribute__((vector_size(32)));
          __builtin_shufflevector(c0, c1, 4, 5, 6, 7, 12, 13, 14, 15);
 }
 
+// q · k_r for the 8 rows of a dim-major block: lane r sums q_e · k[e · stride + r] over e, in four
+// interleaved sums (e mod 4) added at the end.
+[[gnu::always_inline]] inline V8 dot_dim_major(const float* q, const float* k, std::size_t stride,
+                                               std::uint32_t n) noexcept {
+  V8 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+  std::uint32_t e = 0;
+  for (; e + 4 <= n; e += 4) {
+    a0 += load8(k + e * stride) * q[e];
+    a1 += load8(k + (e + 1) * stride) * q[e + 1];
+    a2 += load8(k + (e + 2) * stride) * q[e + 2];
+    a3 += load8(k + (e + 3) * stride) * q[e + 3];
+  }
+  for (; e < n; ++e) a0 += load8(k + e * stride) * q[e];
+  return (a0 + a1) + (a2 + a3);
+}
+
 // e^x lane by lane for x <= 0 (a logit minus the running max), within one ulp of exp
 // (host_attention_test.cpp): 2^n · p(r) with n = round(x · log2 e), r = x − n · ln 2 (ln 2 in two
 // parts) and Cephes' degree-6 polynomial for expf. Below −87 (−inf included) it is 0: there e^x < 2^−125, nothing beside the max's 1.
@@ -127,10 +143,14 @@ using I8 = std::int32_t __attribute__((vector_size(32)));
       k[r] = r < n ? rows.k[r] + kv * rows.stride[r] : q;
       v[r] = r < n ? rows.v[r] + kv * rows.stride[r] : nullptr;
     }
-    V8 dots[8] = {};
-    dot_lanes(q, k, s.head_dim, dots);
     float logits[8];
-    store8(logits, sum_lanes(dots) * s.scale);
+    if (rows.dim_stride != 0) {
+      store8(logits, dot_dim_major(q, k[0], rows.dim_stride, s.head_dim) * s.scale);
+    } else {
+      V8 dots[8] = {};
+      dot_lanes(q, k, s.head_dim, dots);
+      store8(logits, sum_lanes(dots) * s.scale);
+    }
     float top = s.max[h];
     for (std::uint32_t r = 0; r < 8; ++r) {
       if (r >= n) logits[r] = kMinusInf;
@@ -201,20 +221,35 @@ constexpr AttentionLoops kBaseline{add_block_baseline, to_probs_baseline};
 constexpr AttentionLoops kAvx2{add_block_avx2, to_probs_avx2};
 #endif
 
-// One chunk's rows, in blocks of 8, converted to float32 where the dtype is not (into `scratch`,
-// 8 rows of K and V).
+// Rows from `first` that form one block: up to 8; with dim-major keys, up to 8 consecutive tokens
+// of one layout row (their keys' element 0 one element apart, the same head stride).
+std::uint32_t block_rows(std::span<const AttendRow> rows, std::size_t first, bool dim_major, std::size_t es) {
+  const std::size_t most = std::min<std::size_t>(8, rows.size() - first);
+  if (!dim_major) return static_cast<std::uint32_t>(most);
+  std::uint32_t n = 1;
+  while (n < most && rows[first + n].k == rows[first].k + n * es && rows[first + n].head_stride == rows[first].head_stride) {
+    ++n;
+  }
+  return n;
+}
+
+// One chunk's rows, in blocks of up to 8, converted to float32 token-major rows where the dtype is
+// not float32 or a dim-major block is short (into `scratch`, 8 rows of K and V).
 void run_chunk(const KvLayout& layout, const AttentionLoops& loops, AttentionState& s, std::span<const AttendRow> rows,
-               float* scratch) {
+               bool dim_major, float* scratch) {
   const std::size_t es = dtype_bytes(layout.dtype);
   const std::uint32_t kv_heads = layout.num_kv_heads, dim = s.head_dim;
-  for (std::size_t first = 0; first < rows.size(); first += 8) {
-    const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(8, rows.size() - first));
+  const std::size_t step = dim_major ? layout.head_dim / dim : 1;  // elements between a key's elements
+  for (std::size_t first = 0; first < rows.size();) {
+    const std::uint32_t n = block_rows(rows, first, dim_major, es);
     s.next = rows.data() + first + n;
     s.next_rows = static_cast<std::uint32_t>(std::min<std::size_t>(8, rows.size() - first - n));
     FloatRows block{};
+    const bool f32 = layout.dtype == KvDtype::kF32;
+    if (f32 && dim_major && n == 8) block.dim_stride = step;
     for (std::uint32_t r = 0; r < n; ++r) {
       const AttendRow& row = rows[first + r];
-      if (layout.dtype == KvDtype::kF32) {
+      if (f32 && (!dim_major || n == 8)) {
         block.k[r] = reinterpret_cast<const float*>(row.k);
         block.v[r] = reinterpret_cast<const float*>(row.v);
         block.stride[r] = row.head_stride / es;
@@ -223,7 +258,10 @@ void run_chunk(const KvLayout& layout, const AttentionLoops& loops, AttentionSta
       float* k = scratch + std::size_t{r} * 2 * kv_heads * dim;
       float* v = k + std::size_t{kv_heads} * dim;
       for (std::uint32_t h = 0; h < kv_heads; ++h) {
-        to_f32(layout.dtype, row.k + h * row.head_stride, k + std::size_t{h} * dim, dim);
+        const std::byte* key = row.k + h * row.head_stride;
+        for (std::uint32_t e = 0; e < dim; e += step == 1 ? dim : 1) {  // one call when token-major
+          to_f32(layout.dtype, key + e * step * es, k + std::size_t{h} * dim + e, step == 1 ? dim : 1);
+        }
         to_f32(layout.dtype, row.v + h * row.head_stride, v + std::size_t{h} * dim, dim);
       }
       block.k[r] = k;
@@ -231,6 +269,7 @@ void run_chunk(const KvLayout& layout, const AttentionLoops& loops, AttentionSta
       block.stride[r] = dim;
     }
     loops.add_block(s, block, n);
+    first += n;
   }
 }
 
@@ -294,7 +333,8 @@ void attend_rows(const KvLayout& layout, const HostQuery& query, std::span<const
     stride = n;
   }
   // Per chunk: max [hq], sum [hq], acc [hq, dim], conversion scratch [8 rows of K and V].
-  const std::size_t scratch = layout.dtype == KvDtype::kF32 ? 0 : 16 * std::size_t{layout.num_kv_heads} * dim;
+  const bool converts = layout.dtype != KvDtype::kF32 || query.keys_dim_major;
+  const std::size_t scratch = converts ? 16 * std::size_t{layout.num_kv_heads} * dim : 0;
   const std::size_t per_chunk = 2 * std::size_t{hq} + std::size_t{hq} * dim + scratch;
   std::vector<float> states(chunks * per_chunk);
   detail::WorkerPool::shared().run(chunks, [&](std::size_t c) {
@@ -305,7 +345,7 @@ void attend_rows(const KvLayout& layout, const HostQuery& query, std::span<const
                              st,      st + hq,     st + 2 * hq, logits,             stride,
                              first,   nullptr,     0,      layout.num_kv_heads,     dim * dtype_bytes(layout.dtype)};
     detail::run_chunk(layout, loops, s, rows.subspan(first, std::min(kAttendChunkRows, n - first)),
-                      st + per_chunk - scratch);
+                      query.keys_dim_major, st + per_chunk - scratch);
   });
   // Merge the chunks in order: m = max, sum and acc rescaled to it.
   for (std::uint32_t h = 0; h < hq; ++h) {

@@ -29,10 +29,13 @@ struct AttentionState {
 };
 
 // A block's rows as float32: K of KV head h of row r at k[r] + h * stride[r], V likewise (elements).
+// With dim_stride > 0 the keys are dim-major instead: element e of row r's key at k[0] + h *
+// stride[0] + e * dim_stride + r, for a full block of 8 rows.
 struct FloatRows {
   const float* k[8];
   const float* v[8];
   std::size_t stride[8];
+  std::size_t dim_stride = 0;
 };
 
 // Adds rows.k/v[0..n) (n <= 8) to `state`, logits columns state.row.. (and advances state.row).

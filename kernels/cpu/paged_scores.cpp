@@ -76,22 +76,28 @@ float f16_to_float(std::uint16_t h) noexcept {
   return from_bits(sign | (exponent << 23) | ((mantissa & 0x3FFu) << 13));
 }
 
-// One key as floats: in place for f32, converted into `scratch` otherwise.
+// One key as floats: in place for contiguous f32, gathered (and converted) into `scratch` otherwise.
 const float* key_row(const PagedKeys& keys, std::int32_t block, std::uint32_t head, std::uint32_t token,
                      float* scratch) noexcept {
   const std::size_t at = static_cast<std::size_t>(block) * keys.block_stride + head * keys.head_stride +
                          token * keys.token_stride;
-  if (keys.type == KeyType::kF32) return static_cast<const float*>(keys.base) + at;
+  const std::size_t step = keys.dim_stride;
+  if (keys.type == KeyType::kF32) {
+    const float* k = static_cast<const float*>(keys.base) + at;
+    if (step == 1) return k;
+    for (std::uint32_t i = 0; i < keys.head_dim; ++i) scratch[i] = k[i * step];
+    return scratch;
+  }
   const auto* bits = static_cast<const std::uint16_t*>(keys.base) + at;
   for (std::uint32_t i = 0; i < keys.head_dim; ++i) {
-    scratch[i] = keys.type == KeyType::kBF16 ? bf16_to_float(bits[i]) : f16_to_float(bits[i]);
+    scratch[i] = keys.type == KeyType::kBF16 ? bf16_to_float(bits[i * step]) : f16_to_float(bits[i * step]);
   }
   return scratch;
 }
 
 Status validate(const PagedKeys& keys, const ScoreBatch& b, std::span<float> out, std::uint32_t out_stride) {
-  if (keys.base == nullptr || keys.kv_heads == 0 || keys.block_size == 0 || keys.head_dim == 0) {
-    return invalid("keys need a base, kv heads, a block size and a head size");
+  if (keys.base == nullptr || keys.kv_heads == 0 || keys.block_size == 0 || keys.head_dim == 0 || keys.dim_stride == 0) {
+    return invalid("keys need a base, kv heads, a block size, a head size and a dim stride");
   }
   if (b.q_heads == 0 || b.q_heads % keys.kv_heads != 0) {
     return invalid(std::to_string(b.q_heads) + " query heads are not a multiple of " + std::to_string(keys.kv_heads) +

@@ -406,7 +406,8 @@ KVTIER_API kvtier_status kvtier_stage_layer_at(kvtier_client* client, uint32_t s
  * over the others (part A): lse = ln(exp(lse_A) + exp(lse_B)),
  * out = exp(lse_A - lse) * out_A + exp(lse_B - lse) * out_B.
  * q: q_heads rows of head_dim float32 (head_dim: the attached cache's or a divisor of it), head h
- * at q + h * head_dim.
+ * at q + h * head_dim. keys_dim_major nonzero: a slot's keys are stored dim-major per head (element
+ * e of token t at e * n + t, as vLLM's CPU backend stores a block's keys); values are token-major.
  * Results, float32 in host memory: out [q_heads, head_dim]; lse [q_heads] (natural log; -inf with
  * no rows, out then 0); when not NULL, probs [q_heads, probs_stride >= rows]: p_hi at
  * probs[h * probs_stride + i]; scores [scores_count == rows]: scores[i] += p_hi for every h
@@ -426,6 +427,7 @@ typedef struct kvtier_attention {
   float* scores;
   size_t scores_count;
   size_t t0_tokens;
+  uint32_t keys_dim_major;
 } kvtier_attention;
 
 KVTIER_API void kvtier_attention_init(kvtier_attention* attention);

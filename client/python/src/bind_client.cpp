@@ -312,7 +312,7 @@ void bind_staging(nb::class_<ClientObject>& c) {
   c.def(
       "attend",
       [](ClientObject& self, std::uint32_t sequence, std::uint32_t layer, const QueryRows& q, float scale,
-         OutRows out, OutVector lse, std::optional<SlotVector> t0_slots, std::size_t t0_tokens,
+         OutRows out, OutVector lse, std::optional<SlotVector> t0_slots, std::size_t t0_tokens, bool keys_dim_major,
          std::optional<OutRows> probs, std::optional<OutVector> scores) {
         const std::size_t heads = q.shape(0);
         const auto bad = [](const std::string& what) { throw StatusError(KVTIER_E_INVALID_ARGUMENT, "attend: " + what); };
@@ -333,6 +333,7 @@ void bind_staging(nb::class_<ClientObject>& c) {
           a.t0_count = t0_slots->shape(0);
         }
         a.t0_tokens = t0_tokens;
+        a.keys_dim_major = keys_dim_major ? 1 : 0;
         if (probs) {
           a.probs = probs->data();
           a.probs_stride = probs->shape(1);
@@ -345,12 +346,13 @@ void bind_staging(nb::class_<ClientObject>& c) {
         self.attend(sequence, layer, a);
       },
       "sequence"_a, "layer"_a, nb::kw_only(), "q"_a, "scale"_a, "out"_a, "lse"_a, "t0_slots"_a = nb::none(),
-      "t0_tokens"_a = 0, "probs"_a = nb::none(), "scores"_a = nb::none(),
+      "t0_tokens"_a = 0, "keys_dim_major"_a = false, "probs"_a = nb::none(), "scores"_a = nb::none(),
       "One decode query's attention over layer `layer`'s rows where they live, on the CPU (kvtier_attend): the "
       "attached cache's slots t0_slots (uint32, may be omitted), then the T1 and T2 rows in ascending positions. "
       "q: [q_heads, head_dim] float32, head_dim the cache's or a divisor of it: a slot then holds cache head_dim / "
       "head_dim tokens per head (vLLM's blocks), each one row, and t0_tokens (0: all) is how many tokens of the "
-      "T0 slots count (only the last slot may give fewer). Writes out [q_heads, head_dim] and lse [q_heads] "
+      "T0 slots count (only the last slot may give fewer); keys_dim_major: a slot's keys are stored dim-major per "
+      "head (element e of token t at e * tokens + t: vLLM's CPU backend), values token-major. Writes out [q_heads, head_dim] and lse [q_heads] "
       "(natural log, -inf with no rows: a partial result merges with other keys by log-sum-exp) and, when given, "
       "probs [q_heads, >= rows]: row i's weight exp(scale * q.k - lse) per head in column i; scores [rows]: adds "
       "every head's weight of row i. Contiguous float32 CPU arrays or tensors. Complete on return. CPU backend "

@@ -38,17 +38,17 @@ kernels::KeyType key_type(const Keys& keys) {
 
 void block_scores(const Query& query, const Keys& keys, const Table& block_table, const Lengths& seq_lens,
                   const Lengths& query_start, float scale, const Out& out) {
-  if (keys.stride(3) != 1 || keys.shape(3) != query.shape(2)) {
-    invalid("block scores: keys [blocks, kv_heads, block_size, head_dim] need unit stride in head_dim and the "
-            "queries' head_dim");
+  if (keys.shape(3) != query.shape(2)) {
+    invalid("block scores: keys [blocks, kv_heads, block_size, head_dim] need the queries' head_dim");
   }
-  for (std::size_t i = 0; i < 3; ++i) {
-    if (keys.stride(i) < 0) invalid("block scores: negative key strides");
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (keys.stride(i) < 0 || (i == 3 && keys.stride(i) == 0)) invalid("block scores: negative or zero key strides");
   }
   const kernels::PagedKeys paged{keys.data(), key_type(keys), static_cast<std::uint32_t>(keys.shape(0)),
                                  static_cast<std::uint32_t>(keys.shape(1)), static_cast<std::uint32_t>(keys.shape(2)),
                                  static_cast<std::uint32_t>(keys.shape(3)), static_cast<std::size_t>(keys.stride(0)),
-                                 static_cast<std::size_t>(keys.stride(1)), static_cast<std::size_t>(keys.stride(2))};
+                                 static_cast<std::size_t>(keys.stride(1)), static_cast<std::size_t>(keys.stride(2)),
+                                 static_cast<std::size_t>(keys.stride(3))};
   if (block_table.shape(0) != seq_lens.shape(0) || out.shape(0) != seq_lens.shape(0)) {
     invalid("block scores: block_table, seq_lens and out disagree on rows");
   }
@@ -75,7 +75,7 @@ void bind_scores(nb::module_& m) {
         "for each row r, softmax(scale * q . k) of each of its queries (query[query_start[r]:query_start[r+1]], "
         "[tokens, q_heads, head_dim] float32; query j sees the keys up to position seq_lens[r] - queries + j) over "
         "the keys of its blocks block_table[r] (int32) in `keys` [blocks, kv_heads, block_size, head_dim] "
-        "(float32, bfloat16 or float16, any strides but unit in head_dim), averaged over query heads, summed over "
+        "(float32, bfloat16 or float16, any strides: vLLM's CPU keys are a transposed view), averaged over query heads, summed over "
         "the row's queries and over each full block's keys into out[r, block] (float32 [rows, >= table width]; "
         "0 past the full blocks). InvalidArgumentError for shapes, lengths or block ids that disagree.");
 }

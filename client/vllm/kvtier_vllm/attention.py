@@ -1,8 +1,9 @@
 """vLLM's CPU attention (CPU_ATTN) with kvtier's part: host rows staged into reserved blocks and
-the layer's block table pointing at them, evicted blocks left out, and each key block's score
-(the attention probability its tokens received, averaged over query heads and layers, summed over
-the step's queries) pushed to kvtierd after the last layer. Without kvtier (no connector, no
-daemon) it is vLLM's backend unchanged."""
+the layer's block table pointing at them, evicted blocks left out (or, with host attention,
+kvtier's decode rows attended by libkvtier where their keys live, host_attention.py), and each
+key block's score (the attention probability its tokens received, averaged over query heads and
+layers, summed over the step's queries) pushed to kvtierd after the last layer. Without kvtier
+(no connector, no daemon) it is vLLM's backend unchanged."""
 
 from __future__ import annotations
 
@@ -36,7 +37,14 @@ class KvtierCPUAttentionImpl(CPUAttentionBackendImpl):
             raise RuntimeError("kvtier: sliding window, ALiBi, attention sinks and soft caps are not supported")
         l = worker.layer_index[layer.layer_name]
         fs = worker.forward_state(attn_metadata)
-        if not fs.tiered:
+        if fs.attending:
+            if fs.others:
+                md = dataclasses.replace(attn_metadata, seq_lens=fs.seq_lens,
+                                         scheduler_metadata=self._scheduler_metadata(fs, attn_metadata, layer, query))
+                super().forward(layer, query, key, value, kv_cache, md, output)
+            fs.attend(l, query, output, self.scale)
+            table, seq_lens = attn_metadata.block_table + l * worker.num_blocks, fs.seq_lens
+        elif not fs.tiered:
             super().forward(layer, query, key, value, kv_cache, attn_metadata, output)
             table, seq_lens = attn_metadata.block_table + l * worker.num_blocks, attn_metadata.seq_lens
         else:
@@ -71,10 +79,11 @@ class KvtierCPUAttentionImpl(CPUAttentionBackendImpl):
             fs.scored_units = (seq_lens[:rows] // worker.block_size).tolist()
             fs.score_lens = seq_lens[:rows].to(torch.int32).contiguous()
             fs.score_starts = query_start_loc[: rows + 1].to(torch.int32).contiguous()
-        kvtier.block_scores(query.view(query.shape[0], -1, self.head_size).float().contiguous(), worker.keys,
-                            table[:rows].to(torch.int32).contiguous(), fs.score_lens, fs.score_starts, self.scale,
-                            fs.layer_scores)
-        fs.score_sums += fs.layer_scores
+        if any(r is not None for r in fs.rows):  # else every kvtier row is scored by host attention
+            kvtier.block_scores(query.view(query.shape[0], -1, self.head_size).float().contiguous(), worker.keys,
+                                table[:rows].to(torch.int32).contiguous(), fs.score_lens, fs.score_starts,
+                                self.scale, fs.layer_scores)
+            fs.score_sums += fs.layer_scores
         fs.layers_done += 1
         if fs.layers_done < worker.num_layers:
             return
@@ -82,4 +91,4 @@ class KvtierCPUAttentionImpl(CPUAttentionBackendImpl):
             if r is not None and fs.scored_units[i]:
                 visible = fs.visible[i] if fs.tiered else None
                 fs.add_scores(i, fs.score_sums[i, : fs.scored_units[i]], visible)
-        fs.push()
+        fs.push(self.num_heads)

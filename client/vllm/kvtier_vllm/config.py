@@ -25,6 +25,10 @@ class KvtierConfig:
     socket: str | None = None  # kvtierd's socket (None: $KVTIER_SOCKET, else /run/kvtier/kvtierd.sock)
     staging_blocks: int = 0  # blocks reserved for staging host rows (0: enough for max_num_seqs full chains)
     sync_ms: int = 0  # > 0: wait for kvtierd after each step (deterministic plan timing; tests)
+    # True: kvtier's requests decode with libkvtier's attention where the keys live (Client.attend:
+    # vLLM's blocks and the host rows, one softmax, the scores from it); nothing staged, no staging
+    # blocks. Not bit-identical to vLLM's kernel (another summation order); False: staged, exact.
+    host_attention: bool = False
     tier: dict[str, Any] = field(default_factory=dict)  # defaults for every request (else the daemon's)
 
     @classmethod
@@ -34,9 +38,14 @@ class KvtierConfig:
         if unknown:
             raise ConfigError(f"kvtier: unknown kv_connector_extra_config key(s) {sorted(unknown)}; "
                               f"known: {sorted(own | set(TIER_KEYS))}")
+        host = extra.get("host_attention", False)
+        if not isinstance(host, bool):
+            raise ConfigError(f"kvtier: host_attention must be true or false, got {host!r}")
         config = cls(socket=extra.get("socket"), staging_blocks=_int(extra, "staging_blocks", 0),
-                     sync_ms=_int(extra, "sync_ms", 0), tier=tier_params({k: v for k, v in extra.items()
-                                                                          if k in TIER_KEYS}))
+                     sync_ms=_int(extra, "sync_ms", 0), host_attention=host,
+                     tier=tier_params({k: v for k, v in extra.items() if k in TIER_KEYS}))
+        if host and config.staging_blocks:
+            raise ConfigError("kvtier: staging_blocks has no use with host_attention (nothing is staged)")
         return config
 
 

@@ -21,8 +21,9 @@ class SchedulerSide:
         max_units = -(-vllm_config.model_config.max_model_len // self.block_size)
         max_seqs = vllm_config.scheduler_config.max_num_seqs
         # Staging holds every host-resident block of one step's batch for one layer at a time; a
-        # reserved block gives one slot per layer.
-        self.staging_count = config.staging_blocks or -(-max_units * max_seqs // self.num_layers)
+        # reserved block gives one slot per layer. Host attention reads host rows in place: none.
+        self.staging_count = 0 if config.host_attention else \
+            config.staging_blocks or -(-max_units * max_seqs // self.num_layers)
         self.manager = None  # the single-type manager of vLLM's (one) full-attention KV cache group
         self.pool = None
         self.staging: list = []
@@ -42,7 +43,7 @@ class SchedulerSide:
         if self.pool.enable_caching:
             raise ConfigError("kvtier: prefix caching must be off (enable_prefix_caching=False): a block shared "
                               "by several requests cannot move to one request's host rows")
-        if self.pool.get_num_free_blocks() <= self.staging_count:
+        if self.staging_count and self.pool.get_num_free_blocks() <= self.staging_count:
             raise ConfigError(f"kvtier: {self.staging_count} staging blocks do not fit the KV cache")
         self.staging = self.pool.get_new_blocks(self.staging_count)
         log.info("kvtier: %d blocks of %d tokens reserved for staging host rows", self.staging_count,

@@ -23,8 +23,10 @@ import torch
 
 import kvtier
 from kvtier import KvtierError
+from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
 
 from .config import KvtierConfig, in_blocks
+from .host_attention import AttendRow, attend_layer, plan_row, unit_scores
 from .metadata import BlockChange, StepMetadata, WorkerReport
 
 log = logging.getLogger("kvtier_vllm")
@@ -40,6 +42,7 @@ class Request:
     where: list[int] = field(default_factory=list)  # the block holding each T0 unit now (-1: none)
     tier: list[int] = field(default_factory=list)  # each unit's tier (units kvtierd knows)
     tokens: int = 0  # tokens in the cache after this step
+    scheduled: int = 0  # tokens this step computes (1: a decode step)
     step: int = 0
 
     def units(self) -> int:
@@ -85,8 +88,17 @@ class WorkerSide:
         self.head_size = two_d // 2
         self.cache = torch.empty(0, dtype=first.dtype).set_(
             first.untyped_storage(), first.storage_offset(), (len(names) * blocks, heads, 2 * bs, self.head_size))
-        self.keys = self.cache[:, :, :bs]  # every layer's keys in place, [layers * blocks, heads, bs, d]
+        # Every layer's keys in place as [layers * blocks, heads, bs, d]: the "vec" ISA of vLLM's CPU
+        # attention stores a block's keys dim-major ([d, bs] per head; values stay [bs, d]).
+        self.keys = self.cache.view(len(names) * blocks, heads, 2 * bs * self.head_size)[:, :, : bs * self.head_size] \
+            .unflatten(-1, (self.head_size, bs)).transpose(-1, -2)
         self.dtype = first.dtype
+        isa = _get_attn_isa(first.dtype, bs, self.head_size)
+        if isa != "vec":  # kvtier never fails a request: serve untiered
+            log.error("kvtier: vLLM's CPU attention uses the %r ISA here, whose KV layout kvtier does not read "
+                      "(it reads 'vec': x86 without AMX for bf16, block size a multiple of 32); serving without "
+                      "tiering", isa)
+            return
         self._connect()
 
     def _connect(self) -> None:
@@ -129,6 +141,7 @@ class WorkerSide:
             r.blocks += s.new_blocks
             r.where += s.new_blocks
             r.tokens = s.num_computed_tokens + s.num_scheduled_tokens
+            r.scheduled = s.num_scheduled_tokens
         self._run_plans()
         self.forward = None
 
@@ -166,13 +179,18 @@ class WorkerSide:
     def _apply(self, r: Request, plan) -> bool:
         """Executes one plan; the blocks its offloads free go to its restores first, the rest back
         to vLLM. False (not applied; kvtierd keeps the placement) when restores lack blocks or the
-        staging slots could not hold every open request's host rows after it."""
+        staging slots could not hold every open request's host rows after it (with host attention:
+        when the request's step is not a decode step, which host attention does not compute)."""
         units, src, dst = plan.positions, plan.from_tiers, plan.to_tiers
         freed = [r.where[u] for u, f, t in zip(units, src, dst) if f == T0]
         restores = [i for i, (f, t) in enumerate(zip(src, dst)) if f != T0 and t == T0]
-        host_after = sum(q.host_units() for q in self.requests.values()) \
-            + int(np.count_nonzero((dst == T1) | (dst == T2))) - int(np.count_nonzero((src == T1) | (src == T2)))
-        if len(restores) > len(freed) or host_after > len(self.staging) * self.num_layers:
+        if self.config.host_attention:
+            fits = r.scheduled == 1
+        else:
+            host_after = sum(q.host_units() for q in self.requests.values()) \
+                + int(np.count_nonzero((dst == T1) | (dst == T2))) - int(np.count_nonzero((src == T1) | (src == T2)))
+            fits = host_after <= len(self.staging) * self.num_layers
+        if len(restores) > len(freed) or not fits:
             self.plans_refused += 1
             return False
         hbm = np.full(len(plan), kvtier.NO_SLOT, dtype=np.uint32)
@@ -246,6 +264,12 @@ class ForwardState:
         self.scored_units: list[int] = []  # full blocks per row in the table
         self.score_lens: torch.Tensor | None = None  # the rows' key counts and query starts, int32
         self.score_starts: torch.Tensor | None = None
+        self.attending: list[AttendRow] = []  # host attention's decode rows
+        self.compacted = False
+        if worker.config.host_attention:
+            self._plan_host_attention(md)
+            self.tiered = False  # nothing staged: the rows vLLM's kernel computes are untiered
+            return
         self.tiered = any(r is not None and r.tiered() for r in self.rows)
         if not self.tiered:
             return
@@ -284,6 +308,25 @@ class ForwardState:
         self.base = base
         self.compacted = bool((self.seq_lens != md.seq_lens).any())
 
+    def _plan_host_attention(self, md) -> None:
+        """Each decode row of a kvtier request is attended by libkvtier; for vLLM's kernel (the
+        other rows) and the block scores, such a row keeps one key, its output then overwritten."""
+        w = self.worker
+        starts = md.query_start_loc.tolist()
+        seq_lens = md.seq_lens.tolist()
+        for i, r in enumerate(self.rows):
+            if r is not None and starts[i + 1] - starts[i] == 1:
+                self.attending.append(plan_row(i, starts[i], r, seq_lens[i], w.block_size, T0, {T1, T2}))
+                self.rows[i] = None  # scored by its AttendRow
+        self.others = len(self.attending) < len(seq_lens)
+        self.seq_lens = md.seq_lens.clone()
+        for a in self.attending:
+            self.seq_lens[a.row] = 1
+        self.compacted = bool(self.attending)
+
+    def attend(self, layer: int, query: torch.Tensor, output: torch.Tensor, scale: float) -> None:
+        attend_layer(self.worker.client, self.attending, layer, query, output.view(output.shape[0], *query.shape[1:]), scale)
+
     def block_table(self, layer: int) -> torch.Tensor:
         return self.base + self.layer_mask * (layer * self.worker.num_blocks)
 
@@ -316,10 +359,13 @@ class ForwardState:
             index = torch.from_numpy(np.concatenate([visible, np.arange(r.units(), r.units() + extra)]).astype(np.int64))
         self.scores[row].index_add_(0, index, per_unit)
 
-    def push(self) -> None:
+    def push(self, q_heads: int) -> None:
         """After the last layer: each request's step scores to kvtierd, then its step end."""
         w = self.worker
         client = w.client
+        for a in self.attending:  # back in their rows, scored
+            self.rows[a.row] = a.request
+            self.scores[a.row] = unit_scores(a, q_heads)
         for row, r in enumerate(self.rows):
             if r is None or self.scores[row] is None:
                 continue

@@ -378,5 +378,67 @@ TEST(AttendRows, CpuExecutorAttendsEveryTokenOfBlockSlots) {
   EXPECT_EQ(refused.lse, Result{}.lse);
 }
 
+// Dim-major keys (vLLM's CPU backend: element e of token t of a slot's head row at e · n + t),
+// values token-major, in float32 and bfloat16: the executor's tokens (full blocks of 8 read in
+// place, a partial one and 16-bit ones converted) match a float64 reference over the same keys.
+TEST(AttendRows, DimMajorKeysMatchAFloat64Reference) {
+  constexpr std::uint32_t kTokens = 16, kPoolSlots = 6, kCacheSlots = 5, kBlockDim = kTokens * kDim;
+  constexpr std::size_t kHalfRow = std::size_t{kKvHeads} * kBlockDim;
+  const std::vector<std::uint32_t> t0{3, 0}, slots{5, 2};
+  constexpr std::size_t kT0Tokens = kTokens + 5, kRows = kT0Tokens + 2 * kTokens;
+  const std::vector<float> q = random_floats(kQHeads * kDim, 8, 1.0f);
+  for (const KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16}) {
+    const std::size_t es = dtype_bytes(dtype);
+    std::vector<std::vector<float>> pool_f, cache_f;  // what the bytes hold, per slot [K heads, V heads]
+    const std::vector<float> pool_src = random_floats(std::size_t{kLayers} * kPoolSlots * 2 * kHalfRow, 41, 1.0f);
+    const std::vector<float> cache_src = random_floats(std::size_t{kLayers} * kCacheSlots * 2 * kHalfRow, 42, 1.0f);
+    std::vector<std::byte> pool(pool_src.size() * es), cache(cache_src.size() * es);
+    std::vector<float> pool_back(pool_src.size()), cache_back(cache_src.size());
+    from_f32(dtype, pool_src.data(), pool.data(), pool_src.size());
+    to_f32(dtype, pool.data(), pool_back.data(), pool_src.size());
+    from_f32(dtype, cache_src.data(), cache.data(), cache_src.size());
+    to_f32(dtype, cache.data(), cache_back.data(), cache_src.size());
+    const std::size_t row_bytes = 2 * kHalfRow * es;
+    const PoolView view{pool.data(), row_bytes, kPoolSlots * row_bytes, kPoolSlots, kLayers};
+    // The cache as one tensor [layers, slots, 2 (K, V), kv_heads, block_dim], as a layout of K and V bases.
+    std::vector<std::uintptr_t> kb, vb;
+    for (std::uint32_t l = 0; l < kLayers; ++l) {
+      kb.push_back(reinterpret_cast<std::uintptr_t>(cache.data() + l * kCacheSlots * row_bytes));
+      vb.push_back(kb.back() + kHalfRow * es);
+    }
+    KvLayout l = make_hf_layout(kLayers, kKvHeads, kBlockDim, dtype, kCacheSlots, kb, vb);
+    l.token_stride = row_bytes;  // slot stride
+    l.head_stride = kBlockDim * es;
+    auto executor = std::move(*make_executor(Backend::kCpu));
+    ASSERT_TRUE(executor->initialize(l, view));
+    HostQuery query{q.data(), kQHeads, kDim, 0.25f};
+    query.keys_dim_major = true;
+    Result got;
+    ASSERT_TRUE(executor->attend(1, t0, kT0Tokens, slots, {}, query, got.view(kRows)));
+
+    // Token t of a slot whose floats start at `at`: K element e of head h at h · block_dim + e · n + t.
+    const auto token = [&](const std::vector<float>& f, std::size_t at, std::size_t t) {
+      std::vector<float> row(2 * kHalf);
+      for (std::uint32_t h = 0; h < kKvHeads; ++h) {
+        for (std::uint32_t e = 0; e < kDim; ++e) {
+          row[h * kDim + e] = f[at + h * kBlockDim + e * kTokens + t];
+          row[kHalf + h * kDim + e] = f[at + kHalfRow + h * kBlockDim + t * kDim + e];
+        }
+      }
+      return row;
+    };
+    std::vector<std::vector<float>> rows;
+    for (std::size_t t = 0; t < kT0Tokens; ++t) {
+      rows.push_back(token(cache_back, (std::size_t{1} * kCacheSlots + t0[t / kTokens]) * 2 * kHalfRow, t % kTokens));
+    }
+    for (std::uint32_t s : slots) {
+      for (std::size_t t = 0; t < kTokens; ++t) {
+        rows.push_back(token(pool_back, (std::size_t{1} * kPoolSlots + s) * 2 * kHalfRow, t));
+      }
+    }
+    expect_matches(got, reference(q, rows, 0.25), 2e-5);
+  }
+}
+
 }  // namespace
 }  // namespace kvtier::kernels

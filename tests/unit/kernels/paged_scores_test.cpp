@@ -1,6 +1,6 @@
 // paged_block_scores against a double-precision reference written from the header's formula:
 // decode and prefill rows, grouped query heads, a partial last block, scattered and strided
-// blocks, 16-bit keys, and every rejected input.
+// blocks, dim-major keys (vLLM's CPU layout), 16-bit keys, and every rejected input.
 #include "kvtier/kernels/paged_scores.hpp"
 
 #include <gtest/gtest.h>
@@ -22,6 +22,7 @@ struct Fixture {
   std::vector<float> cache, query;
   std::vector<std::int32_t> table, seq_lens, query_start;
   std::uint32_t table_stride = 5;
+  bool dim_major = false;  // a block's keys [dim, block_size] per head, as vLLM's CPU "vec" backend stores them
 
   Fixture() {
     std::mt19937 rng(7);
@@ -37,15 +38,24 @@ struct Fixture {
     for (float& x : query) x = normal(rng);
   }
   PagedKeys keys() const {
-    return PagedKeys{cache.data(), KeyType::kF32, blocks, kv_heads, bs, dim,
-                     static_cast<std::size_t>(kv_heads) * 2 * bs * dim, static_cast<std::size_t>(2) * bs * dim, dim};
+    return PagedKeys{cache.data(),
+                     KeyType::kF32,
+                     blocks,
+                     kv_heads,
+                     bs,
+                     dim,
+                     static_cast<std::size_t>(kv_heads) * 2 * bs * dim,
+                     static_cast<std::size_t>(2) * bs * dim,
+                     dim_major ? 1 : dim,
+                     dim_major ? bs : 1};
   }
   ScoreBatch batch() const {
     return ScoreBatch{query.data(), static_cast<std::uint32_t>(query_start.back()), q_heads, table, table_stride,
                       seq_lens, query_start, 0.3f};
   }
   float key(std::int32_t block, std::uint32_t head, std::uint32_t token, std::uint32_t i) const {
-    return cache[((static_cast<std::size_t>(block) * kv_heads + head) * 2 * bs + token) * dim + i];
+    const std::size_t base = (static_cast<std::size_t>(block) * kv_heads + head) * 2 * bs * dim;
+    return cache[base + (dim_major ? i * bs + token : token * dim + i)];
   }
   // The header's formula, in double.
   std::vector<double> reference() const {
@@ -103,6 +113,17 @@ TEST(PagedBlockScores, MatchTheFormulaForDecodePrefillAndPartialBlocks) {
   }
   // The prefill row's five queries each hand out (almost) one unit over its two full blocks.
   EXPECT_NEAR(out[f.table_stride] + out[f.table_stride + 1], 5.0, 1e-4);
+}
+
+TEST(PagedBlockScores, DimMajorKeysScoreAsTheKeysTheyHold) {
+  Fixture f;
+  f.dim_major = true;
+  std::vector<float> out(f.seq_lens.size() * f.table_stride, -1.0f);
+  ASSERT_TRUE(paged_block_scores(f.keys(), f.batch(), out, f.table_stride));
+  const std::vector<double> want = f.reference();
+  for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], want[i], 1e-5) << "entry " << i;
+  f.dim_major = false;  // the same bytes read token-major are other keys: other scores
+  EXPECT_GT(std::abs(out[0] - f.reference()[0]) + std::abs(out[1] - f.reference()[1]), 1e-3);
 }
 
 TEST(PagedBlockScores, SixteenBitKeysScoreAsTheirFloatValues) {

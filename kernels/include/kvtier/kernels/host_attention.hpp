@@ -36,7 +36,11 @@ struct HostQuery {
   // A token's: the layout's, or a divisor of it when a layout row holds layout.head_dim / head_dim
   // tokens back to back per head (an engine whose cache slot is a block of tokens, as vLLM's).
   std::uint32_t head_dim = 0;
-  float scale = 0.0f;          // usually head_dim^-1/2
+  float scale = 0.0f;  // usually head_dim^-1/2
+  // Keys stored dim-major within a layout row (vLLM's CPU "vec" backend): element e of token t of
+  // a head's row at e · n + t (n = layout.head_dim / head_dim tokens per row); values stay
+  // token-major. A row's k then names its token's element 0, and element e is n elements on.
+  bool keys_dim_major = false;
 };
 
 // One row (one token): KV head h of its key at k + h * head_stride, of its value at v + h *

@@ -27,13 +27,15 @@ namespace kvtier::kernels {
 
 enum class KeyType : std::uint8_t { kF32, kBF16, kF16 };
 
-// The keys: key(b, h, t) (block b, kv head h, token t of the block) has head_dim elements of
-// `type`, contiguous, at base + (b · block_stride + h · head_stride + t · token_stride) elements.
+// The keys: element i of key(b, h, t) (block b, kv head h, token t of the block), of `type`, at
+// base + (b · block_stride + h · head_stride + t · token_stride + i · dim_stride) elements. vLLM's
+// CPU backend ("vec" ISA) stores a block's keys dim-major: token_stride 1, dim_stride block_size.
 struct PagedKeys {
   const void* base = nullptr;
   KeyType type = KeyType::kF32;
   std::uint32_t num_blocks = 0, kv_heads = 0, block_size = 0, head_dim = 0;
   std::size_t block_stride = 0, head_stride = 0, token_stride = 0;  // in elements
+  std::size_t dim_stride = 1;                                       // in elements, >= 1
 };
 
 struct ScoreBatch {
