@@ -8,8 +8,10 @@ Job: {"model": dir, "kvtier": null | kv_connector_extra_config, "prompts": [...]
       "num_blocks": the KV cache's size in blocks (default: VLLM_CPU_KVCACHE_SPACE = 1 GiB),
       "max_num_seqs": n, "pause_at": [steps]: after each, print {"pause": step} and read a line
       from stdin (the caller acts meanwhile, e.g. kills or restarts kvtierd), "await_reattach":
-      after the last pause, wait until the client has reattached to a restarted kvtierd}
-Result: {"tokens": [[ids]...], "seconds": s, "steps": n, "peak_blocks": {request: most blocks vLLM
+      after the last pause, wait until the client has reattached to a restarted kvtierd,
+      "logprobs": 2: also return each generated token's log-probability and its margin over the
+      runner-up token}
+Result: {"tokens": [[ids]...], ("logprobs", "margins": [[per token]...] with "logprobs"), "seconds": s, "steps": n, "peak_blocks": {request: most blocks vLLM
          held for it}, "blocks_held_max": most blocks in use in vLLM's pool (staging included),
          "running_max" / "running_mean": requests running at once (most, mean over steps),
          "preemptions": per request, "block_size": n; with kvtier also "staging_blocks",
@@ -96,9 +98,11 @@ def main() -> None:
     for i, (prompt, tier) in enumerate(zip(job["prompts"], tiers)):
         extra = {"kvtier": tier} if tier else None
         engine.add_request(str(i), prompt, SamplingParams(temperature=0, max_tokens=job["max_tokens"], ignore_eos=True,
-                                                          extra_args=extra))
+                                                          extra_args=extra, logprobs=job.get("logprobs")))
     started = time.monotonic()
     tokens: dict[str, list[int]] = {}
+    logprobs: dict[str, list[float]] = {}
+    margins: dict[str, list[float]] = {}
     running_max = blocks_max = steps = running_sum = 0
     preemptions: dict[str, int] = {}
     applied_at_pause = None
@@ -109,6 +113,12 @@ def main() -> None:
         for out in engine.step():
             if out.finished:
                 tokens[out.request_id] = list(out.outputs[0].token_ids)
+                if job.get("logprobs"):  # per position: the chosen token's, and its lead over the next best
+                    chosen = [step[t].logprob for t, step in zip(tokens[out.request_id], out.outputs[0].logprobs)]
+                    logprobs[out.request_id] = chosen
+                    margins[out.request_id] = [c - max((p.logprob for t, p in step.items() if t != tok), default=-1e30)
+                                               for c, tok, step in zip(chosen, tokens[out.request_id],
+                                                                       out.outputs[0].logprobs)]
         steps += 1
         running_max = max(running_max, len(core.scheduler.running))
         running_sum += len(core.scheduler.running)
@@ -136,6 +146,9 @@ def main() -> None:
                   steps=steps, running_max=running_max, running_mean=running_sum / max(steps, 1),
                   preemptions=[preemptions.get(str(i), 0) for i in range(len(job["prompts"]))],
                   blocks_held_max=blocks_max, block_size=32, peak_blocks=peak)
+    if job.get("logprobs"):
+        result.update(logprobs=[logprobs.get(str(i)) for i in range(len(job["prompts"]))],
+                      margins=[margins.get(str(i)) for i in range(len(job["prompts"]))])
     connector = core.scheduler.connector
     if connector is not None:
         from kvtier_vllm import state

@@ -24,7 +24,7 @@ class AttendRow:
     t0_tokens: int  # the tokens those blocks hold
     unit_of: torch.Tensor  # int64 per key token: its unit (complete units first; the partial block's: `complete`)
     complete: int  # the request's complete blocks this step: the units scored
-    scores: torch.Tensor  # float32 per key token, summed over heads and layers
+    scores: np.ndarray  # float32 per key token, summed over heads and layers
 
 
 def plan_row(row: int, token: int, r, seq_len: int, block_size: int, t0: int, host: set[int]) -> AttendRow:
@@ -40,26 +40,25 @@ def plan_row(row: int, token: int, r, seq_len: int, block_size: int, t0: int, ho
                             np.repeat(np.array(host_units, dtype=np.int64), block_size)])
     units[units >= complete] = complete  # the block being written: no score
     return AttendRow(row, token, r, slots, t0_tokens, torch.from_numpy(units), complete,
-                     torch.zeros(len(units), dtype=torch.float32))
+                     np.zeros(len(units), dtype=np.float32))
 
 
 def attend_layer(client, rows: list[AttendRow], layer: int, query: torch.Tensor, output: torch.Tensor,
                  scale: float) -> None:
-    """Layer `layer`'s attention of every row: output[token] from query[token] ([heads, head_size])."""
-    heads = query.shape[1]
-    lse = torch.empty(heads, dtype=torch.float32)
+    """Layer `layer`'s attention of every row: output[token] from query[token] ([heads, head_size]),
+    through NumPy views (a torch tensor costs a DLPack export per call)."""
+    f32 = query.dtype == torch.float32
+    q_all = (query if f32 else query.float()).numpy()
+    out_all = output.numpy() if f32 else np.empty(query.shape, dtype=np.float32)
+    lse = np.empty(query.shape[1], dtype=np.float32)
     for a in rows:
-        q = query[a.token]
-        out = output[a.token]
-        if q.dtype != torch.float32:
-            q, out = q.float(), torch.empty(out.shape, dtype=torch.float32)
-        client.attend(a.request.sequence, layer, q=q, scale=scale, out=out, lse=lse, t0_slots=a.slots,
-                      t0_tokens=a.t0_tokens, keys_dim_major=True, scores=a.scores)
-        if out.data_ptr() != output[a.token].data_ptr():
-            output[a.token].copy_(out)
+        client.attend(a.request.sequence, layer, q=q_all[a.token], scale=scale, out=out_all[a.token], lse=lse,
+                      t0_slots=a.slots, t0_tokens=a.t0_tokens, keys_dim_major=True, scores=a.scores)
+        if not f32:
+            output[a.token].copy_(torch.from_numpy(out_all[a.token]))
 
 
 def unit_scores(a: AttendRow, q_heads: int) -> torch.Tensor:
     """The forward's score of each complete unit, summed over the layers, averaged over query heads."""
-    sums = torch.zeros(a.complete + 1, dtype=torch.float32).index_add_(0, a.unit_of, a.scores)
+    sums = torch.zeros(a.complete + 1, dtype=torch.float32).index_add_(0, a.unit_of, torch.from_numpy(a.scores))
     return sums[: a.complete] / q_heads

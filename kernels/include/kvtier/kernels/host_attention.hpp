@@ -27,7 +27,7 @@
 
 namespace kvtier::kernels {
 
-inline constexpr std::size_t kAttendChunkRows = 256;
+inline constexpr std::size_t kAttendChunkRows = 64;
 
 // The query of one token: q_heads rows of head_dim float32, head h at q + h * head_dim.
 struct HostQuery {
