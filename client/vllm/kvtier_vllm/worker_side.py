@@ -318,6 +318,8 @@ class ForwardState:
             if r is not None and starts[i + 1] - starts[i] == 1:
                 self.attending.append(plan_row(i, starts[i], r, seq_lens[i], w.block_size, T0, {T1, T2}))
                 self.rows[i] = None  # scored by its AttendRow
+            elif r is not None and r.tiered():  # _apply applies plans in decode steps only
+                raise RuntimeError(f"kvtier: request {r.req_id} is tiered in a step of several tokens")
         self.others = len(self.attending) < len(seq_lens)
         self.seq_lens = md.seq_lens.clone()
         for a in self.attending:
