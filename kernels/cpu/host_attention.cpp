@@ -259,8 +259,14 @@ void run_chunk(const KvLayout& layout, const AttentionLoops& loops, AttentionSta
       float* v = k + std::size_t{kv_heads} * dim;
       for (std::uint32_t h = 0; h < kv_heads; ++h) {
         const std::byte* key = row.k + h * row.head_stride;
-        for (std::uint32_t e = 0; e < dim; e += step == 1 ? dim : 1) {  // one call when token-major
-          to_f32(layout.dtype, key + e * step * es, k + std::size_t{h} * dim + e, step == 1 ? dim : 1);
+        float* to = k + std::size_t{h} * dim;
+        if (step == 1) {
+          to_f32(layout.dtype, key, to, dim);
+        } else if (f32) {  // a short dim-major block: gathered
+          const auto* from = reinterpret_cast<const float*>(key);
+          for (std::uint32_t e = 0; e < dim; ++e) to[e] = from[e * step];
+        } else {
+          for (std::uint32_t e = 0; e < dim; ++e) to_f32(layout.dtype, key + e * step * es, to + e, 1);
         }
         to_f32(layout.dtype, row.v + h * row.head_stride, v + std::size_t{h} * dim, dim);
       }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace kvtier::kernels::detail {
 
@@ -22,8 +23,18 @@ WorkerPool::~WorkerPool() {
 }
 
 WorkerPool& WorkerPool::shared() {
-  static WorkerPool pool(std::min(7u, std::max(1u, std::thread::hardware_concurrency()) - 1));
+  static WorkerPool pool(shared_workers());
   return pool;
+}
+
+unsigned WorkerPool::shared_workers() {
+  unsigned threads = std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
+  if (const char* env = std::getenv("KVTIER_KERNEL_THREADS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(env, &end, 10);
+    if (*end == '\0' && n >= 1) threads = static_cast<unsigned>(std::min(8ul, n));
+  }
+  return threads - 1;  // the caller is one of them
 }
 
 void WorkerPool::run(std::size_t count, const std::function<void(std::size_t)>& task) {

@@ -5,7 +5,8 @@
 // and returns when all have returned; tasks must not depend on which thread runs them. Callers
 // are served one at a time. Workers sleep on a condition variable between runs (no spinning:
 // they would take the cores an engine's own threads need). In a process forked after the pool
-// started, the caller runs every task itself.
+// started, the caller runs every task itself. $KVTIER_KERNEL_THREADS = 1 leaves the shared pool
+// without workers, for an engine whose own threads hold every core (vLLM's OpenMP threads).
 #pragma once
 
 #include <condition_variable>
@@ -27,9 +28,11 @@ class WorkerPool {
 
   void run(std::size_t count, const std::function<void(std::size_t)>& task);
 
-  // The process's pool: one worker per hardware thread beyond the caller's, at most 7; started on
-  // first use, stopped at exit.
+  // The process's pool: shared_workers() workers, started on first use, stopped at exit.
   static WorkerPool& shared();
+  // One per hardware thread beyond the caller's, at most 7, or $KVTIER_KERNEL_THREADS − 1 (an
+  // integer 1..8; anything else is ignored).
+  static unsigned shared_workers();
 
  private:
   void work();

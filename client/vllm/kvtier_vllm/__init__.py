@@ -6,7 +6,12 @@ installed as a ``vllm.general_plugins`` entry point, so every vLLM process regis
 
 from __future__ import annotations
 
+import os
+
 CONNECTOR = "KvtierConnector"
+# Host attention runs on the calling thread: vLLM's OpenMP threads hold every core (a libkvtier
+# worker would compete with them as they spin between parallel regions).
+os.environ.setdefault("KVTIER_KERNEL_THREADS", "1")
 
 
 def register() -> None:

@@ -1,8 +1,11 @@
 // WorkerPool (kernels/cpu, white-box): every task of a run is called exactly once, and run returns
-// only after all of them have returned, run after run; a pool without workers runs them inline.
+// only after all of them have returned, run after run; a pool without workers runs them inline;
+// $KVTIER_KERNEL_THREADS sets the shared pool's size.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <thread>
 #include <functional>
 #include <vector>
 
@@ -28,6 +31,18 @@ TEST(WorkerPool, ThePoolOfTheProcessAndOneWithoutWorkersServeToo) {
   expect_each_task_once(WorkerPool::shared(), 9);
   WorkerPool none(0);
   expect_each_task_once(none, 5);
+}
+
+TEST(WorkerPool, KernelThreadsFromTheEnvironmentSizeTheSharedPool) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned fallback = std::min(7u, cores - 1);
+  for (const auto& [value, workers] : {std::pair{"1", 0u}, {"3", 2u}, {"8", 7u}, {"9", 7u}, {"0", fallback},
+                                       {"two", fallback}, {"", fallback}}) {
+    ::setenv("KVTIER_KERNEL_THREADS", value, 1);
+    EXPECT_EQ(WorkerPool::shared_workers(), workers) << value;
+  }
+  ::unsetenv("KVTIER_KERNEL_THREADS");
+  EXPECT_EQ(WorkerPool::shared_workers(), fallback);
 }
 
 }  // namespace
