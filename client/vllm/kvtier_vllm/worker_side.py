@@ -9,8 +9,10 @@ are tiered; the block being written stays where vLLM put it.
 A block whose rows a plan moved to host memory is given back to vLLM (the scheduler half frees it);
 before each layer's attention its rows are copied from kvtierd's pool into reserved staging
 blocks, and that layer's block table names the staging block instead, so vLLM's own kernel reads
-exactly the keys and values it would have read. Evicted blocks (T3) leave the table: attention
-runs over the remaining keys (their positions were encoded into the keys already).
+exactly the keys and values it would have read. With host attention nothing is staged: each
+decode row of a kvtier request is attended by libkvtier where its keys live (host_attention.py).
+Evicted blocks (T3) leave the table: attention runs over the remaining keys (their positions were
+encoded into the keys already).
 """
 
 from __future__ import annotations
