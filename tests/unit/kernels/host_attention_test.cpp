@@ -266,21 +266,37 @@ TEST(AttendRows, ProbabilitiesAreWithinOneUlpOfExp) {
   EXPECT_EQ(p.back(), 0.0f);
 }
 
+// A float32 pool and an HF-shaped engine cache of `row_dim` elements per head and slot, random.
+struct F32Rig {
+  std::size_t half, row_bytes;
+  std::vector<float> pool, k, v;
+  std::vector<std::uintptr_t> kb, vb;
+  PoolView view;
+  KvLayout layout;
+  F32Rig(std::uint32_t pool_slots, std::uint32_t cache_slots, std::uint32_t row_dim, std::uint32_t seed)
+      : half(std::size_t{kKvHeads} * row_dim),
+        row_bytes(2 * half * sizeof(float)),
+        pool(random_floats(std::size_t{kLayers} * pool_slots * 2 * half, seed, 1.0f)),
+        k(random_floats(half * cache_slots * kLayers, seed + 1, 1.0f)),
+        v(random_floats(k.size(), seed + 2, 1.0f)) {
+    for (std::uint32_t l = 0; l < kLayers; ++l) {
+      kb.push_back(reinterpret_cast<std::uintptr_t>(k.data() + l * half * cache_slots));
+      vb.push_back(reinterpret_cast<std::uintptr_t>(v.data() + l * half * cache_slots));
+    }
+    view = PoolView{reinterpret_cast<std::byte*>(pool.data()), row_bytes, pool_slots * row_bytes, pool_slots, kLayers};
+    layout = make_hf_layout(kLayers, kKvHeads, row_dim, KvDtype::kF32, cache_slots, kb, vb);
+  }
+};
+
 // The CPU executor attends T0 slots of the engine's cache, then pool rows of one layer: the same
 // bits as attend_rows over those rows; a bad slot or layer is refused before anything is written.
 TEST(AttendRows, CpuExecutorAttendsCacheSlotsThenPoolRows) {
   constexpr std::uint32_t kPoolSlots = 12, kCacheSlots = 8;
-  std::vector<float> pool = random_floats(std::size_t{kLayers} * kPoolSlots * 2 * kHalf, 21, 1.0f);
-  const std::size_t row_bytes = 2 * kHalf * sizeof(float);
-  const PoolView view{reinterpret_cast<std::byte*>(pool.data()), row_bytes, kPoolSlots * row_bytes, kPoolSlots, kLayers};
-  std::vector<float> k = random_floats(kHalf * kCacheSlots * kLayers, 22, 1.0f);
-  std::vector<float> v = random_floats(k.size(), 23, 1.0f);
-  std::vector<std::uintptr_t> kb, vb;
-  for (std::uint32_t l = 0; l < kLayers; ++l) {
-    kb.push_back(reinterpret_cast<std::uintptr_t>(k.data() + l * kHalf * kCacheSlots));
-    vb.push_back(reinterpret_cast<std::uintptr_t>(v.data() + l * kHalf * kCacheSlots));
-  }
-  const KvLayout l = make_hf_layout(kLayers, kKvHeads, kDim, KvDtype::kF32, kCacheSlots, kb, vb);
+  const F32Rig rig(kPoolSlots, kCacheSlots, kDim, 21);
+  const PoolView& view = rig.view;
+  const KvLayout& l = rig.layout;
+  const auto& kb = rig.kb;
+  const auto& vb = rig.vb;
   auto executor = std::move(*make_executor(Backend::kCpu));
   const std::vector<float> q = random_floats(kQHeads * kDim, 5, 1.0f);
   const HostQuery query{q.data(), kQHeads, kDim, 0.25f};
@@ -322,17 +338,12 @@ TEST(AttendRows, CpuExecutorAttendsCacheSlotsThenPoolRows) {
 // t0_tokens that leaves a T0 slot unread or reaches past the slots is refused.
 TEST(AttendRows, CpuExecutorAttendsEveryTokenOfBlockSlots) {
   constexpr std::uint32_t kTokens = 4, kPoolSlots = 6, kCacheSlots = 5, kBlockDim = kTokens * kDim;
-  const std::size_t half = std::size_t{kKvHeads} * kBlockDim, row_bytes = 2 * half * sizeof(float);
-  std::vector<float> pool = random_floats(std::size_t{kLayers} * kPoolSlots * 2 * half, 31, 1.0f);
-  const PoolView view{reinterpret_cast<std::byte*>(pool.data()), row_bytes, kPoolSlots * row_bytes, kPoolSlots, kLayers};
-  std::vector<float> k = random_floats(half * kCacheSlots * kLayers, 32, 1.0f);
-  std::vector<float> v = random_floats(k.size(), 33, 1.0f);
-  std::vector<std::uintptr_t> kb, vb;
-  for (std::uint32_t l = 0; l < kLayers; ++l) {
-    kb.push_back(reinterpret_cast<std::uintptr_t>(k.data() + l * half * kCacheSlots));
-    vb.push_back(reinterpret_cast<std::uintptr_t>(v.data() + l * half * kCacheSlots));
-  }
-  const KvLayout l = make_hf_layout(kLayers, kKvHeads, kBlockDim, KvDtype::kF32, kCacheSlots, kb, vb);
+  const F32Rig rig(kPoolSlots, kCacheSlots, kBlockDim, 31);
+  const std::size_t half = rig.half;
+  const PoolView& view = rig.view;
+  const KvLayout& l = rig.layout;
+  const auto& kb = rig.kb;
+  const auto& vb = rig.vb;
   auto executor = std::move(*make_executor(Backend::kCpu));
   ASSERT_TRUE(executor->initialize(l, view));
   const std::vector<float> q = random_floats(kQHeads * kDim, 7, 1.0f);
