@@ -126,6 +126,13 @@ void expect_matches(const Result& got, const Reference& want, double tolerance) 
   }
 }
 
+void expect_same_bits(const Result& got, const Result& want) {
+  EXPECT_EQ(got.out, want.out);
+  EXPECT_EQ(got.lse, want.lse);
+  EXPECT_EQ(got.probs, want.probs);
+  EXPECT_EQ(got.scores, want.scores);
+}
+
 TEST(AttendRows, MatchesAFloat64ReferenceInEveryDtypeOverSeveralChunks) {
   const float scale = 1.0f / std::sqrt(float{kDim});
   const std::vector<float> q = random_floats(kQHeads * kDim, 7, 2.0f);  // peaked softmax: a max that moves
@@ -315,10 +322,7 @@ TEST(AttendRows, CpuExecutorAttendsCacheSlotsThenPoolRows) {
   }
   for (std::uint32_t s : slots) rows.push_back({view.row(1, s), view.row(1, s) + kHalf * sizeof(float), kDim * 4});
   const Result want = attend(KvDtype::kF32, q, rows, 0.25f);
-  EXPECT_EQ(got.out, want.out);
-  EXPECT_EQ(got.lse, want.lse);
-  EXPECT_EQ(got.probs, want.probs);
-  EXPECT_EQ(got.scores, want.scores);
+  expect_same_bits(got, want);
 
   Result refused;
   const std::vector<std::uint32_t> bad{1, kPoolSlots}, bad_t0{kCacheSlots};
@@ -368,10 +372,7 @@ TEST(AttendRows, CpuExecutorAttendsEveryTokenOfBlockSlots) {
   }
   ASSERT_EQ(rows.size(), kRows);
   const Result want = attend(KvDtype::kF32, q, rows, 0.25f);
-  EXPECT_EQ(got.out, want.out);
-  EXPECT_EQ(got.lse, want.lse);
-  EXPECT_EQ(got.probs, want.probs);
-  EXPECT_EQ(got.scores, want.scores);
+  expect_same_bits(got, want);
 
   Result refused;
   for (const std::size_t t0_tokens : {std::size_t{kTokens}, 2 * std::size_t{kTokens} + 1}) {  // slot 0 unread; past it
