@@ -219,12 +219,23 @@ TEST(AttendRows, RequestChecksRefuseABadQueryOrStride) {
   EXPECT_EQ(code({q.data(), kQHeads, kDim, 0.5f}, AttendOutput{out.out, out.lse}, 9), Errc::kOk);  // no probs
 }
 
-// The AVX2 loops (where this CPU has them) give the baseline loops' bits.
-TEST(AttendRows, EveryInstructionSetGivesTheSameBits) {
+// The AVX2 loops (where this CPU has them) give the baseline loops' bits, with token-major keys
+// and with full blocks of dim-major keys.
+class EveryInstructionSet : public ::testing::TestWithParam<bool> {};
+
+TEST_P(EveryInstructionSet, GivesTheSameBits) {
+  const bool dim_major = GetParam();
   const detail::AttentionLoops* avx2 = detail::avx2_attention_loops();
   if (avx2 == nullptr) GTEST_SKIP() << "this CPU (or build) has no AVX2 loops to compare";
   const std::vector<float> q = random_floats(kQHeads * kDim, 13, 2.0f);
   const auto rows = random_rows(203, 900);  // a last block of 3 rows
+  // Each full block's keys dim-major: [kv_heads, dim, 8].
+  std::vector<std::vector<float>> transposed(rows.size() / 8, std::vector<float>(kHalf * 8));
+  for (std::size_t b = 0; b < transposed.size(); ++b) {
+    for (std::size_t r = 0; r < 8; ++r) {
+      for (std::size_t i = 0; i < kHalf; ++i) transposed[b][i * 8 + r] = rows[b * 8 + r][i];
+    }
+  }
   std::vector<float> state[2][3];  // per table: max, sum, acc
   std::vector<float> logits[2];
   for (int which = 0; which < 2; ++which) {
@@ -239,10 +250,12 @@ TEST(AttendRows, EveryInstructionSetGivesTheSameBits) {
     for (std::size_t i = 0; i < rows.size(); i += 8) {
       detail::FloatRows block{};
       const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(8, rows.size() - i));
+      const bool transpose = dim_major && n == 8;
+      if (transpose) block.dim_stride = 8;
       for (std::uint32_t r = 0; r < n; ++r) {
-        block.k[r] = rows[i + r].data();
+        block.k[r] = transpose ? transposed[i / 8].data() : rows[i + r].data();
         block.v[r] = rows[i + r].data() + kHalf;
-        block.stride[r] = kDim;
+        block.stride[r] = transpose ? kDim * 8 : kDim;
       }
       loops.add_block(s, block, n);
     }
@@ -251,6 +264,11 @@ TEST(AttendRows, EveryInstructionSetGivesTheSameBits) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(state[0][i], state[1][i]) << i;
   EXPECT_EQ(logits[0], logits[1]);
 }
+
+INSTANTIATE_TEST_SUITE_P(AttendRows, EveryInstructionSet, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? std::string("DimMajorKeys") : std::string("TokenMajorKeys");
+                         });
 
 // The probabilities' e^x (the block loops use the same polynomial) within one ulp of float64 exp
 // over [−87, 0], and 0 below.
