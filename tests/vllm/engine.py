@@ -11,8 +11,9 @@ Job: {"model": dir, "kvtier": null | kv_connector_extra_config, "prompts": [...]
       after the last pause, wait until the client has reattached to a restarted kvtierd,
       "logprobs": 2: also return each generated token's log-probability and its margin over the
       runner-up token}
-Result: {"tokens": [[ids]...], ("logprobs", "margins": [[per token]...] with "logprobs"), "seconds": s, "steps": n, "peak_blocks": {request: most blocks vLLM
-         held for it}, "blocks_held_max": most blocks in use in vLLM's pool (staging included),
+Result: {"tokens": [[ids]...], "seconds": s, "steps": n, "peak_blocks": {request: most blocks vLLM
+         held for it}, with "logprobs" also "logprobs" and "margins" ([[per token]...]),
+         "blocks_held_max": most blocks in use in vLLM's pool (staging included),
          "running_max" / "running_mean": requests running at once (most, mean over steps),
          "preemptions": per request, "block_size": n; with kvtier also "staging_blocks",
          "plans_refused", "plans_applied", "bytes_moved" (plans and staging), "unit_bytes" (one

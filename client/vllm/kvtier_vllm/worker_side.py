@@ -329,7 +329,8 @@ class ForwardState:
         self.compacted = bool(self.attending)
 
     def attend(self, layer: int, query: torch.Tensor, output: torch.Tensor, scale: float) -> None:
-        attend_layer(self.worker.client, self.attending, layer, query, output.view(output.shape[0], *query.shape[1:]), scale)
+        out = output.view(output.shape[0], *query.shape[1:])
+        attend_layer(self.worker.client, self.attending, layer, query, out, scale)
 
     def block_table(self, layer: int) -> torch.Tensor:
         return self.base + self.layer_mask * (layer * self.worker.num_blocks)
