@@ -347,7 +347,8 @@ kvtier_status kvtier_attend(kvtier_client* client, uint32_t sequence, uint32_t l
                             const kvtier_attention* attention) {
   return guarded(client, [&](kvtier::client::Client& c) {
     kvtier_attention a;
-    if (!copy_options(attention, sizeof(kvtier_attention), a)) {
+    // The first kvtier_attention ended before t0_tokens (0 then: every token of the T0 slots).
+    if (!copy_options(attention, offsetof(kvtier_attention, t0_tokens), a)) {
       return fail(client, {kvtier::Errc::kInvalidArgument, "attention is NULL or its struct_size is too small"});
     }
     if (a.t0_count > 0 && a.t0_slots == nullptr) {

@@ -134,6 +134,8 @@ static int handoff_online(kvtier_client* client, uint32_t sequence) {
     CHECK(kvtier_attend(client, sequence, 0, &attention) == KVTIER_E_INVALID_ARGUMENT);
     attention.t0_count = 0;
     CHECK(kvtier_attend(client, sequence, 0, &attention) == KVTIER_E_BAD_STATE); /* no attached cache */
+    attention.struct_size = offsetof(kvtier_attention, t0_tokens); /* the first version's: accepted */
+    CHECK(kvtier_attend(client, sequence, 0, &attention) == KVTIER_E_BAD_STATE);
   }
   return 0;
 }
