@@ -227,7 +227,8 @@ std::uint32_t block_rows(std::span<const AttendRow> rows, std::size_t first, boo
   const std::size_t most = std::min<std::size_t>(8, rows.size() - first);
   if (!dim_major) return static_cast<std::uint32_t>(most);
   std::uint32_t n = 1;
-  while (n < most && rows[first + n].k == rows[first].k + n * es && rows[first + n].head_stride == rows[first].head_stride) {
+  while (n < most && rows[first + n].k == rows[first].k + n * es &&
+         rows[first + n].head_stride == rows[first].head_stride) {
     ++n;
   }
   return n;

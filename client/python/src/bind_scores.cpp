@@ -75,7 +75,8 @@ void bind_scores(nb::module_& m) {
         "for each row r, softmax(scale * q . k) of each of its queries (query[query_start[r]:query_start[r+1]], "
         "[tokens, q_heads, head_dim] float32; query j sees the keys up to position seq_lens[r] - queries + j) over "
         "the keys of its blocks block_table[r] (int32) in `keys` [blocks, kv_heads, block_size, head_dim] "
-        "(float32, bfloat16 or float16, any strides: vLLM's CPU keys are a transposed view), averaged over query heads, summed over "
+        "(float32, bfloat16 or float16, any strides: vLLM's CPU keys are a transposed view), averaged over query "
+        "heads, summed over "
         "the row's queries and over each full block's keys into out[r, block] (float32 [rows, >= table width]; "
         "0 past the full blocks). InvalidArgumentError for shapes, lengths or block ids that disagree.");
 }
