@@ -13,6 +13,7 @@
 
 #include "c_api_guard.hpp"
 #include "client.hpp"
+#include "kvtier/kernels/host_attention.hpp"
 #include "kvtier/kvtier.h"
 
 namespace {
@@ -358,8 +359,8 @@ kvtier_status kvtier_attend(kvtier_client* client, uint32_t sequence, uint32_t l
     if (!cache) return fail(client, cache.error());
     const kvtier::kernels::HostQuery query{a.q, a.q_heads, a.head_dim, a.scale, a.keys_dim_major != 0};
     const kvtier::kernels::AttendOutput out{a.out, a.lse, a.probs, a.probs_stride, a.scores, a.scores_count};
-    const std::size_t per_slot = a.head_dim == 0 ? 0 : (*cache)->layout().head_dim / a.head_dim;
-    const std::size_t t0_tokens = a.t0_tokens != 0 ? a.t0_tokens : a.t0_count * per_slot;
+    const std::size_t t0_tokens =
+        a.t0_tokens != 0 ? a.t0_tokens : a.t0_count * kvtier::kernels::tokens_per_row((*cache)->layout(), query);
     if (auto ok = (*cache)->attend(layer, {a.t0_slots, a.t0_count}, t0_tokens, query, out); !ok) {
       return fail(client, ok.error());
     }

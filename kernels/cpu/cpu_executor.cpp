@@ -233,10 +233,9 @@ Status CpuExecutor::attend(std::uint32_t layer, std::span<const std::uint32_t> t
                                                     std::to_string(layout_.num_slots));
     }
   }
-  // Tokens per row, back to back in each head's row (a head_dim that does not divide the
-  // layout's is refused by validate_host_attention, whatever the count of rows).
-  const bool divides = query.head_dim != 0 && layout_.head_dim % query.head_dim == 0;
-  const std::size_t n = divides ? layout_.head_dim / query.head_dim : 1;
+  // Tokens per row, back to back in each head's row (0 when head_dim does not divide the layout's:
+  // validate_host_attention refuses it whatever the count of rows).
+  const std::size_t n = std::max<std::size_t>(1, tokens_per_row(layout_, query));
   if (auto s = validate_host_attention(layout_, query, out, t0_tokens + slots.size() * n); !s) return s;
   if (t0_slots.empty() ? t0_tokens != 0 : (t0_tokens > t0_slots.size() * n || t0_tokens <= (t0_slots.size() - 1) * n)) {
     return make_error(Errc::kInvalidArgument, "attend: t0_tokens " + std::to_string(t0_tokens) + " for " +

@@ -241,12 +241,12 @@ void run_chunk(const KvLayout& layout, const AttentionLoops& loops, AttentionSta
   const std::size_t es = dtype_bytes(layout.dtype);
   const std::uint32_t kv_heads = layout.num_kv_heads, dim = s.head_dim;
   const std::size_t step = dim_major ? layout.head_dim / dim : 1;  // elements between a key's elements
+  const bool f32 = layout.dtype == KvDtype::kF32;
   for (std::size_t first = 0; first < rows.size();) {
     const std::uint32_t n = block_rows(rows, first, dim_major, es);
     s.next = rows.data() + first + n;
     s.next_rows = static_cast<std::uint32_t>(std::min<std::size_t>(8, rows.size() - first - n));
     FloatRows block{};
-    const bool f32 = layout.dtype == KvDtype::kF32;
     if (f32 && dim_major && n == 8) block.dim_stride = step;
     for (std::uint32_t r = 0; r < n; ++r) {
       const AttendRow& row = rows[first + r];
@@ -310,7 +310,7 @@ Status validate_host_attention(const KvLayout& layout, const HostQuery& query, c
     return bad(std::to_string(query.q_heads) + " query heads are not a multiple of " +
                std::to_string(layout.num_kv_heads) + " KV heads");
   }
-  if (query.head_dim == 0 || layout.head_dim % query.head_dim != 0) {
+  if (tokens_per_row(layout, query) == 0) {
     return bad("head_dim " + std::to_string(query.head_dim) + " does not divide the cache's " +
                std::to_string(layout.head_dim));
   }

@@ -249,17 +249,22 @@ def test_stage_at_writes_each_host_row_at_its_position_and_checks_the_target(dae
         client.close_sequence(seq)
 
 
+def offloaded_rows(client):
+    """offloaded()'s sequence and its engine (which owns the attached cache: keep it alive), the
+    host positions and T0 positions (ascending) and the T0 slots."""
+    engines: list = []
+    seq, plan = offloaded(client, engines)
+    host = sorted(m.position for m in plan.moves if m.to_tier in (kvtier.Tier.T1, kvtier.Tier.T2))
+    t0 = sorted(engines[0].slot_of)
+    return seq, engines[0], host, t0, np.array([engines[0].slot_of[p] for p in t0], dtype=np.uint32)
+
+
 def test_attend_reads_the_t0_slots_and_host_rows_where_they_live(daemon):
     """Client.attend: one query over the cache's T0 slots it is given, then the host rows in
     ascending positions, in one softmax, against float64 NumPy; bad input is refused."""
     with daemon.connect() as client:
-        engines: list = []
-        seq, plan = offloaded(client, engines)
-        engine = engines[0]
-        host = sorted(m.position for m in plan.moves if m.to_tier in (kvtier.Tier.T1, kvtier.Tier.T2))
-        t0 = sorted(engine.slot_of)
+        seq, engine, host, t0, slots = offloaded_rows(client)
         assert host and t0
-        slots = np.array([engine.slot_of[p] for p in t0], dtype=np.uint32)
         q_heads, rows, scale = 2 * HEADS, len(t0) + len(host), 0.5
         q = np.random.default_rng(3).standard_normal((q_heads, DIM)).astype(np.float32) * 1e-3
         for layer in range(LAYERS):
@@ -298,12 +303,8 @@ def test_attend_reads_every_token_of_a_slot_holding_a_block(daemon):
     then both tokens of every host row; t0_tokens past the slots is refused."""
     half = DIM // 2
     with daemon.connect() as client:
-        engines: list = []
-        seq, plan = offloaded(client, engines)
-        engine = engines[0]
-        host = sorted(m.position for m in plan.moves if m.to_tier in (kvtier.Tier.T1, kvtier.Tier.T2))
-        t0 = sorted(engine.slot_of)
-        slots = np.array([engine.slot_of[p] for p in t0], dtype=np.uint32)
+        seq, engine, host, t0, slots = offloaded_rows(client)
+        assert host and t0
         q_heads, t0_tokens, scale = HEADS, 2 * len(t0) - 1, 0.5
         rows = t0_tokens + 2 * len(host)
         q = np.random.default_rng(4).standard_normal((q_heads, half)).astype(np.float32) * 1e-3

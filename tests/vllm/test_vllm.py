@@ -1,8 +1,8 @@
 """kvtier in vLLM (CPU backend, fp32, SmolLM2-135M): real vLLM engines with the kvtier plugin
 against a real kvtierd, compared with vanilla vLLM on the same prompts.
 
-Every comparison is between greedy token ids (and, for host attention, log-probabilities); no test
-asserts time. Plans take effect at the same steps on every run because the engines sync with
+Every comparison is between greedy token ids (and, for host attention, log-probabilities); speed
+lives in tests/bench/vllm_bench.py. Plans take effect at the same steps on every run because the engines sync with
 kvtierd after each step (sync_ms), and staged tokens at r = 0 are identical whatever the timing,
 since no key or value is lost and vLLM's own kernel reads them.
 """

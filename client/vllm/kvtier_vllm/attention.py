@@ -43,7 +43,8 @@ class KvtierCPUAttentionImpl(CPUAttentionBackendImpl):
                                          scheduler_metadata=self._scheduler_metadata(fs, attn_metadata, layer, query))
                 super().forward(layer, query, key, value, kv_cache, md, output)
             fs.attend(l, query, output, self.scale)
-            table, seq_lens = attn_metadata.block_table + l * worker.num_blocks, fs.seq_lens
+            table = attn_metadata.block_table + l * worker.num_blocks if fs.block_scored else None
+            seq_lens = fs.seq_lens
         elif not fs.tiered:
             super().forward(layer, query, key, value, kv_cache, attn_metadata, output)
             table, seq_lens = attn_metadata.block_table + l * worker.num_blocks, attn_metadata.seq_lens
@@ -71,15 +72,16 @@ class KvtierCPUAttentionImpl(CPUAttentionBackendImpl):
     def _score(self, worker, fs, query, table, seq_lens, query_start_loc) -> None:
         """This layer's block scores of every row over the keys it attended (kvtier.block_scores:
         vLLM's paged keys in place, one call for the batch), summed over the forward's layers;
-        after the last layer each row's sums go to its units and on to kvtierd."""
-        rows = len(fs.rows)
-        if fs.layer_scores is None:  # the table's width, the lengths and the queries are the same in every layer
-            fs.layer_scores = torch.empty(rows, table.shape[1], dtype=torch.float32)
-            fs.score_sums = torch.zeros(rows, table.shape[1], dtype=torch.float32)
-            fs.scored_units = (seq_lens[:rows] // worker.block_size).tolist()
-            fs.score_lens = seq_lens[:rows].to(torch.int32).contiguous()
-            fs.score_starts = query_start_loc[: rows + 1].to(torch.int32).contiguous()
-        if any(r is not None for r in fs.rows):  # else every kvtier row is scored by host attention
+        after the last layer each row's sums go to its units and on to kvtierd (host attention's rows
+        are scored by their own pass)."""
+        if fs.block_scored:
+            rows = len(fs.rows)
+            if fs.layer_scores is None:  # the table's width, the lengths and the queries are the same in every layer
+                fs.layer_scores = torch.empty(rows, table.shape[1], dtype=torch.float32)
+                fs.score_sums = torch.zeros(rows, table.shape[1], dtype=torch.float32)
+                fs.scored_units = (seq_lens[:rows] // worker.block_size).tolist()
+                fs.score_lens = seq_lens[:rows].to(torch.int32).contiguous()
+                fs.score_starts = query_start_loc[: rows + 1].to(torch.int32).contiguous()
             kvtier.block_scores(query.view(query.shape[0], -1, self.head_size).float().contiguous(), worker.keys,
                                 table[:rows].to(torch.int32).contiguous(), fs.score_lens, fs.score_starts,
                                 self.scale, fs.layer_scores)
@@ -87,8 +89,9 @@ class KvtierCPUAttentionImpl(CPUAttentionBackendImpl):
         fs.layers_done += 1
         if fs.layers_done < worker.num_layers:
             return
-        for i, r in enumerate(fs.rows):
-            if r is not None and fs.scored_units[i]:
-                visible = fs.visible[i] if fs.tiered else None
-                fs.add_scores(i, fs.score_sums[i, : fs.scored_units[i]], visible)
+        if fs.block_scored:
+            for i, r in enumerate(fs.rows):
+                if r is not None and fs.scored_units[i]:
+                    visible = fs.visible[i] if fs.tiered else None
+                    fs.add_scores(i, fs.score_sums[i, : fs.scored_units[i]], visible)
         fs.push(self.num_heads)

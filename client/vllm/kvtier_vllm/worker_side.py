@@ -270,6 +270,9 @@ class ForwardState:
         self.compacted = False
         if worker.config.host_attention:
             self._plan_host_attention(md)
+        # kvtier rows left to vLLM's kernel, scored by kvtier.block_scores
+        self.block_scored = any(r is not None for r in self.rows)
+        if worker.config.host_attention:
             self.tiered = False  # nothing staged: the rows vLLM's kernel computes are untiered
             return
         self.tiered = any(r is not None and r.tiered() for r in self.rows)

@@ -64,6 +64,12 @@ struct AttendOutput {
   std::size_t scores_count = 0;  // entries of scores: the rows, when scores is set
 };
 
+// Tokens a layout row holds per head for `query`: layout.head_dim / query.head_dim, or 0 when
+// query.head_dim does not divide it (validate_host_attention refuses that).
+inline std::size_t tokens_per_row(const KvLayout& layout, const HostQuery& query) noexcept {
+  return query.head_dim != 0 && layout.head_dim % query.head_dim == 0 ? layout.head_dim / query.head_dim : 0;
+}
+
 // Checks a request over `rows` rows of `layout`'s geometry: q, out and lse non-null, q_heads a
 // non-zero multiple of num_kv_heads, head_dim dividing the layout's, a finite scale, probs_stride >= rows
 // when probs is set, scores_count == rows when scores is set. kInvalidArgument naming the field.
