@@ -229,11 +229,18 @@ TEST_P(EveryInstructionSet, GivesTheSameBits) {
   if (avx2 == nullptr) GTEST_SKIP() << "this CPU (or build) has no AVX2 loops to compare";
   const std::vector<float> q = random_floats(kQHeads * kDim, 13, 2.0f);
   const auto rows = random_rows(203, 900);  // a last block of 3 rows
-  // Each full block's keys dim-major: [kv_heads, dim, 8].
-  std::vector<std::vector<float>> transposed(rows.size() / 8, std::vector<float>(kHalf * 8));
-  for (std::size_t b = 0; b < transposed.size(); ++b) {
+  // Each full block as vLLM's CPU cache holds it, one head stride for K and V (kDim * 8): keys
+  // dim-major [kv_heads, dim, 8], values [kv_heads, 8, dim].
+  std::vector<std::vector<float>> keys(rows.size() / 8, std::vector<float>(kHalf * 8));
+  std::vector<std::vector<float>> values(keys.size(), std::vector<float>(kHalf * 8));
+  for (std::size_t b = 0; b < keys.size(); ++b) {
     for (std::size_t r = 0; r < 8; ++r) {
-      for (std::size_t i = 0; i < kHalf; ++i) transposed[b][i * 8 + r] = rows[b * 8 + r][i];
+      for (std::size_t head = 0; head < kKvHeads; ++head) {
+        for (std::size_t e = 0; e < kDim; ++e) {
+          keys[b][(head * kDim + e) * 8 + r] = rows[b * 8 + r][head * kDim + e];
+          values[b][(head * 8 + r) * kDim + e] = rows[b * 8 + r][kHalf + head * kDim + e];
+        }
+      }
     }
   }
   std::vector<float> state[2][3];  // per table: max, sum, acc
@@ -253,8 +260,8 @@ TEST_P(EveryInstructionSet, GivesTheSameBits) {
       const bool transpose = dim_major && n == 8;
       if (transpose) block.dim_stride = 8;
       for (std::uint32_t r = 0; r < n; ++r) {
-        block.k[r] = transpose ? transposed[i / 8].data() : rows[i + r].data();
-        block.v[r] = rows[i + r].data() + kHalf;
+        block.k[r] = transpose ? keys[i / 8].data() : rows[i + r].data();
+        block.v[r] = transpose ? values[i / 8].data() + r * kDim : rows[i + r].data() + kHalf;
         block.stride[r] = transpose ? kDim * 8 : kDim;
       }
       loops.add_block(s, block, n);
