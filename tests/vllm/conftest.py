@@ -14,7 +14,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python"))
 
 from engine import prompts, run_engine  # noqa: E402,F401 (the tests' imports)
-from kvtierd_process import Daemon  # noqa: E402
+from kvtierd_process import Daemon  # noqa: E402,F401 (also the tests' import)
 
 BUILD = Path(os.environ.get("KVTIER_BUILD_DIR", HERE.parents[1] / "build"))
 

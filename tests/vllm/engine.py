@@ -14,6 +14,8 @@ Job: {"model": dir, "kvtier": null | kv_connector_extra_config, "prompts": [...]
 Result: {"tokens": [[ids]...], "seconds": s, "steps": n, "peak_blocks": {request: most blocks vLLM
          held for it}, with "logprobs" also "logprobs" and "margins" ([[per token]...]),
          "blocks_held_max": most blocks in use in vLLM's pool (staging included),
+         "first_blocks_released" / "first_units_moved": summed over steps, running requests whose first
+         block vLLM's KV cache manager did not hold / whose first unit the worker had out of T0,
          "running_max" / "running_mean": requests running at once (most, mean over steps),
          "preemptions": per request, "block_size": n; with kvtier also "staging_blocks",
          "plans_refused", "plans_applied", "bytes_moved" (plans and staging), "unit_bytes" (one
@@ -66,6 +68,15 @@ def worker_plans_applied() -> int | None:
     return state.worker().plans_applied if state.worker() else None
 
 
+def first_units_off_t0() -> int:
+    """Running kvtier requests whose first block's rows are not in T0 now."""
+    from kvtier_vllm import state
+    from kvtier_vllm.worker_side import T0
+
+    worker = state.worker()
+    return 0 if worker is None else sum(1 for r in worker.requests.values() if r.tier[:1] not in ([], [T0]))
+
+
 def await_reattach() -> None:
     """Until the worker's client is attached to kvtierd again (libkvtier retries from sync with a
     backoff of at most 1 s, however long that takes on a loaded machine); a reattachment the
@@ -104,7 +115,7 @@ def main() -> None:
     tokens: dict[str, list[int]] = {}
     logprobs: dict[str, list[float]] = {}
     margins: dict[str, list[float]] = {}
-    running_max = blocks_max = steps = running_sum = 0
+    running_max = blocks_max = steps = running_sum = first_released = first_moved = 0
     preemptions: dict[str, int] = {}
     applied_at_pause = None
     pool = core.scheduler.kv_cache_manager.block_pool
@@ -128,6 +139,8 @@ def main() -> None:
         for req_id, blocks in per_request.items():  # the blocks vLLM's KV cache manager holds for it
             key = req_id.split("-")[0]  # vLLM suffixes the id it was given
             peak[key] = max(peak.get(key, 0), sum(1 for b in blocks if not b.is_null))
+            first_released += bool(blocks) and blocks[0].is_null
+        first_moved += first_units_off_t0()
         blocks_max = max(blocks_max, pool.num_gpu_blocks - 1 - pool.get_num_free_blocks())
         if job.get("abort_after") and steps == job["abort_after"]:
             engine.abort_request([str(i) for i in range(len(job["prompts"])) if i % 2 == 1])
@@ -146,7 +159,8 @@ def main() -> None:
     result = dict(tokens=[tokens.get(str(i)) for i in range(len(job["prompts"]))], seconds=seconds,
                   steps=steps, running_max=running_max, running_mean=running_sum / max(steps, 1),
                   preemptions=[preemptions.get(str(i), 0) for i in range(len(job["prompts"]))],
-                  blocks_held_max=blocks_max, block_size=32, peak_blocks=peak)
+                  blocks_held_max=blocks_max, block_size=32, peak_blocks=peak, first_blocks_released=first_released,
+                  first_units_moved=first_moved)
     if job.get("logprobs"):
         result.update(logprobs=[logprobs.get(str(i)) for i in range(len(job["prompts"]))],
                       margins=[margins.get(str(i)) for i in range(len(job["prompts"]))])

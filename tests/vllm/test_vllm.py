@@ -13,7 +13,7 @@ import math
 import re
 
 import pytest
-from conftest import prompts, run_engine
+from conftest import Daemon, prompts, run_engine
 
 import kvtier
 from kvtier_vllm.config import ConfigError, KvtierConfig
@@ -150,6 +150,24 @@ def test_a_fixed_kv_cache_runs_more_long_requests_at_once(model_dir, daemon):
     assert all(t is not None and len(t) == 640 for t in got["tokens"] + base["tokens"])
     assert got["plans_refused"] == 0
     assert got["running_mean"] > base["running_mean"], (got["running_mean"], base["running_mean"])
+
+
+def test_a_request_keeps_its_first_block_while_other_requests_reuse_freed_ones(model_dir):
+    """The worker knows a batch row's request by the first block of its table, so that block is
+    never given back while the request runs, even when its rows leave T0: here the daemon's own
+    defaults (no sink, StreamingLLM, no per-request parameters) move every request's first unit to
+    host memory, three requests share a 16-block cache two at a time (freed blocks are reused by
+    the others), and the tokens are still vanilla's."""
+    small = dict(n=3, max_tokens=320, num_blocks=16, max_model_len=384, max_num_seqs=2)
+    base = run_engine(job(model_dir, **small))
+    defaults = ["sink_tokens=0", "policy=streaming_llm", "window_tokens=2", "interval=16", "hbm_ratio=0.3"]
+    with Daemon([arg for d in defaults for arg in ("--set", f"tiering.{d}")]) as daemon:
+        got = run_engine(dict(job(model_dir, **small), kvtier={"socket": daemon.socket, "sync_ms": 60_000,
+                                                                      "staging_blocks": 3}))
+    assert got["tiered"] and got["plans_applied"] > 0
+    assert got["first_units_moved"] > 0  # the case this test is about happened
+    assert got["first_blocks_released"] == 0
+    assert got["tokens"] == base["tokens"]
 
 
 @pytest.mark.parametrize("host", [False, True], ids=["staged", "host_attention"])

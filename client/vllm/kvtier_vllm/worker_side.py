@@ -6,7 +6,8 @@ head, ``block_size`` tokens of K (and of V) back to back, so the libkvtier layou
 LBHNC cache with ``head_dim = block_size * head_size`` and one slot per block. Only full blocks
 are tiered; the block being written stays where vLLM put it.
 
-A block whose rows a plan moved to host memory is given back to vLLM (the scheduler half frees it);
+A block whose rows a plan moved to host memory is given back to vLLM (the scheduler half frees it;
+never a request's first block, which names the request in the worker's block table: ``_apply``);
 before each layer's attention its rows are copied from kvtierd's pool into reserved staging
 blocks, and that layer's block table names the staging block instead, so vLLM's own kernel reads
 exactly the keys and values it would have read. With host attention nothing is staged: each
@@ -182,10 +183,14 @@ class WorkerSide:
         """Executes one plan; the blocks its offloads free go to its restores first, the rest back
         to vLLM. False (not applied; kvtierd keeps the placement) when restores lack blocks or the
         staging slots could not hold every open request's host rows after it (with host attention:
-        when the request's step is not a decode step, which host attention does not compute)."""
+        when the request's step is not a decode step, which host attention does not compute).
+
+        Unit 0's block is never given back while the request runs: it names the request in the
+        worker's block table (ForwardState matches rows by it), and another request given that block
+        as its first would be taken for this one. A restore of unit 0 goes back into it."""
         units, src, dst = plan.positions, plan.from_tiers, plan.to_tiers
-        freed = [r.where[u] for u, f, t in zip(units, src, dst) if f == T0]
-        restores = [i for i, (f, t) in enumerate(zip(src, dst)) if f != T0 and t == T0]
+        freed = [r.where[u] for u, f in zip(units, src) if f == T0 and u != 0]
+        restores = [i for i, (u, f, t) in enumerate(zip(units, src, dst)) if f != T0 and t == T0 and u != 0]
         if self.config.host_attention:
             fits = r.scheduled == 1
         else:
@@ -202,6 +207,9 @@ class WorkerSide:
                 hbm[i] = r.where[u]
         for i in restores:
             hbm[i] = spare.pop()
+        for i, (u, f, t) in enumerate(zip(units, src, dst)):
+            if u == 0 and f != T0 and t == T0:
+                hbm[i] = r.blocks[0]
         try:
             self.client.execute_plan(plan, hbm)
         except KvtierError as e:
@@ -215,10 +223,10 @@ class WorkerSide:
             r.tier[u] = int(t)
             if f == T0:
                 r.where[u] = -1
-                self.changes.append(BlockChange(r.req_id, int(u), -1))
             if t == T0:
                 r.where[u] = int(hbm[i])
-                self.changes.append(BlockChange(r.req_id, int(u), int(hbm[i])))
+            if u != 0 and (f == T0) != (t == T0):
+                self.changes.append(BlockChange(r.req_id, int(u), r.where[u]))
         return True
 
     def report(self) -> WorkerReport | None:
