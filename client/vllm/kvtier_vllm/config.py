@@ -29,7 +29,9 @@ class KvtierConfig:
     # vLLM's blocks and the host rows, one softmax, the scores from it); nothing staged, no staging
     # blocks. Not bit-identical to vLLM's kernel (another summation order); False: staged, exact.
     host_attention: bool = False
-    tier: dict[str, Any] = field(default_factory=dict)  # defaults for every request (else the daemon's)
+    # Defaults for every request. None here or per request: the daemon's defaults; any: the others
+    # are libkvtier's (kvtier_sequence_options_init), not the daemon's.
+    tier: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_extra(cls, extra: dict[str, Any]) -> "KvtierConfig":
