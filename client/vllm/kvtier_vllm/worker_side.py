@@ -187,7 +187,8 @@ class WorkerSide:
 
         Unit 0's block is never given back while the request runs: it names the request in the
         worker's block table (ForwardState matches rows by it), and another request given that block
-        as its first would be taken for this one. A restore of unit 0 goes back into it."""
+        as its first would be taken for this one. A restore of unit 0 goes back into it; a plan
+        moving unit 0 out has that block less for its restores."""
         units, src, dst = plan.positions, plan.from_tiers, plan.to_tiers
         freed = [r.where[u] for u, f in zip(units, src) if f == T0 and u != 0]
         restores = [i for i, (u, f, t) in enumerate(zip(units, src, dst)) if f != T0 and t == T0 and u != 0]
@@ -205,11 +206,10 @@ class WorkerSide:
         for i, (u, f, t) in enumerate(zip(units, src, dst)):
             if f == T0:
                 hbm[i] = r.where[u]
+            elif t == T0 and u == 0:
+                hbm[i] = r.blocks[0]
         for i in restores:
             hbm[i] = spare.pop()
-        for i, (u, f, t) in enumerate(zip(units, src, dst)):
-            if u == 0 and f != T0 and t == T0:
-                hbm[i] = r.blocks[0]
         try:
             self.client.execute_plan(plan, hbm)
         except KvtierError as e:
