@@ -24,6 +24,7 @@ Error error_from_reply(wire::ErrorReply::Reader reply) {
 void set_tiering(wire::TierParams::Builder t, const kvtier_sequence_options& o) {
   t.setUseDefaults(o.use_defaults != 0);
   t.setKeyDigestDim(o.key_digest_dim);
+  t.setTokensPerPosition(o.tokens_per_position);
   if (o.use_defaults != 0) return;
   t.setSinkTokens(o.sink_tokens);
   t.setWindowTokens(o.window_tokens);

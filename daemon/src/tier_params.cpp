@@ -1,6 +1,9 @@
 #include "tier_params.hpp"
 
+#include <algorithm>
 #include <string>
+
+#include "kvtier/protocol/defaults.hpp"
 
 #include "kvtier/tier/policy_kind.hpp"
 
@@ -46,9 +49,10 @@ Result<tier::TierParams> tier_defaults(const config::TieringSection& tiering, st
   return params;
 }
 
-Result<tier::TierParams> tier_params_from_wire(wire::TierParams::Reader wire, const config::TieringSection& tiering,
-                                               std::uint64_t sequence_salt) {
-  if (wire.getUseDefaults()) return tier_defaults(tiering, sequence_salt);
+namespace {
+
+// The client's own parameters (useDefaults false), in tokens as sent.
+Result<tier::TierParams> sent_params(wire::TierParams::Reader wire) {
   tier::TierParams params;
   params.sink_tokens = wire.getSinkTokens();
   params.window_tokens = wire.getWindowTokens();
@@ -87,6 +91,20 @@ Result<tier::TierParams> tier_params_from_wire(wire::TierParams::Reader wire, co
   params.int8_tokens = wire.getInt8Tokens();
   if (auto ok = tier::validate(params); !ok) return tl::unexpected(ok.error());
   return params;
+}
+
+}  // namespace
+
+Result<tier::TierParams> tier_params_from_wire(wire::TierParams::Reader wire, const config::TieringSection& tiering,
+                                               std::uint64_t sequence_salt) {
+  const std::uint32_t per_position = wire.getTokensPerPosition();
+  if (per_position > protocol::kMaxTokensPerPosition) {
+    return make_error(Errc::kInvalidArgument, "tokensPerPosition " + std::to_string(per_position) + " exceeds " +
+                                                  std::to_string(protocol::kMaxTokensPerPosition));
+  }
+  auto params = wire.getUseDefaults() ? tier_defaults(tiering, sequence_salt) : sent_params(wire);
+  if (!params) return params;
+  return tier::in_positions(*params, std::max<std::uint32_t>(per_position, 1));
 }
 
 wire::EvictionMode to_wire(tier::EvictionMode mode) {

@@ -14,7 +14,8 @@ namespace kvtier::daemon {
 // first; this keeps a name the two lists disagree on from turning into another policy).
 Result<tier::TierParams> tier_defaults(const config::TieringSection& tiering, std::uint64_t sequence_salt);
 
-// The client's per-sequence parameters (or the defaults when it sent none), validated.
+// The client's per-sequence parameters (or the defaults when it sent none), validated, with
+// their token counts in the sequence's positions (tokensPerPosition; tier::in_positions).
 // kInvalidArgument naming the bad field and its value.
 Result<tier::TierParams> tier_params_from_wire(wire::TierParams::Reader wire, const config::TieringSection& tiering,
                                                std::uint64_t sequence_salt);

@@ -177,6 +177,12 @@ struct TierParams {
   # (needs an int8 pool); 0 and 0 = T2 off.
   int8Ratio @19 :Float64;
   int8Tokens @20 :UInt32;           # absolute T2 budget; 0 = int8Ratio
+
+  # 1.7: how many tokens one position of the sequence stands for (an engine that tiers whole
+  # blocks, such as vLLM, sends its block size); 0 = 1. Sent also with useDefaults. The token
+  # counts above and the daemon's [tiering] defaults are in tokens; kvtierd converts them to
+  # positions with it (PROTOCOL.md §3 "Tier parameters"). promptLength is in positions.
+  tokensPerPosition @21 :UInt32;
 }
 
 enum Policy {

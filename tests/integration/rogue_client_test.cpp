@@ -179,7 +179,9 @@ TEST(RogueClient, ScoreWriteCounterMovingBackwardsIsRefused) {
     c.push(c.sequence(), 0, {0.5f});
     c.push(c.sequence(), 0, {0.5f});
     c.ring();
-    ::usleep(200'000);  // let the daemon consume both records
+    // The daemon has consumed both records once its read counter says so; only then does
+    // write = 1 move backwards (below read). No deadline: ctest's timeout bounds the wait.
+    while (c.score_header().consumer.read.load(std::memory_order_acquire) < 2) ::usleep(1'000);
     c.score_header().producer.write.store(1, std::memory_order_release);
   });
 }

@@ -37,7 +37,7 @@ TEST(Service, CtlFindsTheDaemonThroughKvtierSocket) {
   const CommandResult result =
       run_command({"/usr/bin/env", "KVTIER_SOCKET=" + daemon.socket().string(), KVTIER_TEST_KVTIERCTL, "version"});
   EXPECT_EQ(result.exit_code, 0) << result.out;
-  EXPECT_THAT(result.out, HasSubstr("daemon  protocol 1.6"));
+  EXPECT_THAT(result.out, HasSubstr("daemon  protocol 1.7"));
 }
 
 TEST(Service, CtlReportsAnUnreachableDaemonWithExitCode3) {

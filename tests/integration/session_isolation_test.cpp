@@ -57,7 +57,7 @@ TEST(SessionIsolation, ProtocolMajorMismatchIsRefusedNamingBothVersions) {
   auto mismatch = root.getVersionMismatch();
   EXPECT_EQ(mismatch.getDaemonProtocolMajor(), protocol::kProtocolMajor);
   EXPECT_EQ(mismatch.getClientProtocolMajor(), 99);
-  EXPECT_THAT(std::string(mismatch.getMessage().cStr()), HasSubstr("daemon speaks protocol 1.6"));
+  EXPECT_THAT(std::string(mismatch.getMessage().cStr()), HasSubstr("daemon speaks protocol 1.7"));
   EXPECT_THAT(std::string(mismatch.getMessage().cStr()), HasSubstr("client speaks protocol 99.3"));
   EXPECT_TRUE(peer.closed_by_daemon());
   expect_daemon_healthy(daemon);

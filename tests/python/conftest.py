@@ -8,6 +8,7 @@ from typing import Iterator
 import pytest
 
 from kvtierd_process import Daemon
+from skip_guard import pytest_runtest_logreport, pytest_sessionfinish  # noqa: F401 (hooks)
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ TieredCache assembles a layer's keys and values with on the CPU."""
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-import kvtier  # noqa: E402
-from kvtier import copy_rows  # noqa: E402
+import torch
+import kvtier
+from kvtier import copy_rows
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

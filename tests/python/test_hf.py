@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import torch
+import transformers
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import kvtier  # noqa: E402
-from kvtier.hf import TieredCache, cache_bytes, release_model  # noqa: E402
+import kvtier
+from kvtier.hf import TieredCache, cache_bytes, release_model
 
 # The spelling, generate(past_key_values=...), is deprecated in favour of cache= in 5.x.
 pytestmark = pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:FutureWarning")

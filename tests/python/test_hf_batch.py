@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import torch
+import transformers
 
-import kvtier  # noqa: E402
-from kvtier.hf import TieredCache, release_model  # noqa: E402
+import kvtier
+from kvtier.hf import TieredCache, release_model
 
-from test_hf import TIERING, make_model  # noqa: E402
+from test_hf import TIERING, make_model
 
 pytestmark = pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:FutureWarning")
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import torch
+import transformers
 
-from kvtier.hf import TieredCache, cache_bytes, release_model  # noqa: E402
+from kvtier.hf import TieredCache, cache_bytes, release_model
 
-from test_hf import NEW, PROMPT, TIERING, generate, make_model  # noqa: E402
+from test_hf import NEW, PROMPT, TIERING, generate, make_model
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:FutureWarning"),

@@ -15,6 +15,7 @@ sys.path.insert(0, str(HERE.parent / "python"))
 
 from engine import prompts, run_engine  # noqa: E402,F401 (the tests' imports)
 from kvtierd_process import Daemon  # noqa: E402,F401 (also the tests' import)
+from skip_guard import pytest_runtest_logreport, pytest_sessionfinish  # noqa: E402,F401 (hooks)
 
 BUILD = Path(os.environ.get("KVTIER_BUILD_DIR", HERE.parents[1] / "build"))
 

@@ -160,7 +160,7 @@ def test_a_request_keeps_its_first_block_while_other_requests_reuse_freed_ones(m
     the others), and the tokens are still vanilla's."""
     small = dict(n=3, max_tokens=320, num_blocks=16, max_model_len=384, max_num_seqs=2)
     base = run_engine(job(model_dir, **small))
-    defaults = ["sink_tokens=0", "policy=streaming_llm", "window_tokens=2", "interval=16", "hbm_ratio=0.3"]
+    defaults = ["sink_tokens=0", "policy=streaming_llm", "window_tokens=64", "interval=16", "hbm_ratio=0.3"]
     with Daemon([arg for d in defaults for arg in ("--set", f"tiering.{d}")]) as daemon:
         got = run_engine(dict(job(model_dir, **small), kvtier={"socket": daemon.socket, "sync_ms": 60_000,
                                                                       "staging_blocks": 3}))

@@ -154,6 +154,12 @@ typedef struct kvtier_sequence_options {
   /* How the library ships this sequence's scores (kvtier_score_shipping; a caller built against
    * an older header gets KVTIER_SHIP_PER_DECISION). Not a tier parameter: use_defaults keeps it. */
   uint32_t score_shipping;
+  /* Tokens one position of the sequence stands for: 1 (0 means 1) when the engine tiers single
+   * tokens, its block size when it tiers whole blocks (vLLM). sink_tokens, window_tokens,
+   * hbm_tokens, value_protect_tokens (rounded up), evict_tokens and int8_tokens (rounded down; a
+   * nonzero one below one position is refused) and the daemon's defaults are in tokens and are
+   * converted with it; prompt_length is in positions. Not a tier parameter: use_defaults keeps it. */
+  uint32_t tokens_per_position;
 } kvtier_sequence_options;
 
 /* KVTIER_SHIP_PER_DECISION (default): kvtier_scores_push accumulates in the library and only each

@@ -123,12 +123,12 @@ void bind_engine(nb::class_<ClientObject>& c) {
          std::optional<kvtier_policy> policy, std::optional<std::uint64_t> seed, std::optional<bool> protect_prompt,
          std::optional<std::uint32_t> recent_window, std::optional<double> value_protect_ratio,
          std::optional<std::uint32_t> value_protect_tokens, std::optional<double> rkv_lambda,
-         std::optional<std::uint32_t> key_digest_dim) {
+         std::optional<std::uint32_t> key_digest_dim, std::optional<std::uint32_t> tokens_per_position) {
         const SequenceParams p{sink_tokens,    window_tokens, interval,      hbm_tokens,           evict_tokens,
                                hbm_ratio,      evict_ratio,   hysteresis,    decay,                mode,
                                int8_ratio,     int8_tokens,   policy,        seed,                 protect_prompt,
                                recent_window,  value_protect_tokens,         key_digest_dim,       value_protect_ratio,
-                               rkv_lambda};
+                               rkv_lambda,     tokens_per_position};
         nb::gil_scoped_release release;
         return self.open_sequence(prompt_length, p);
       },
@@ -138,7 +138,7 @@ void bind_engine(nb::class_<ClientObject>& c) {
       "mode"_a = nb::none(), "int8_ratio"_a = nb::none(), "int8_tokens"_a = nb::none(), "policy"_a = nb::none(),
       "seed"_a = nb::none(), "protect_prompt"_a = nb::none(), "recent_window"_a = nb::none(),
       "value_protect_ratio"_a = nb::none(), "value_protect_tokens"_a = nb::none(), "rkv_lambda"_a = nb::none(),
-      "key_digest_dim"_a = nb::none(),
+      "key_digest_dim"_a = nb::none(), "tokens_per_position"_a = nb::none(),
       "Opens a sequence whose first prompt_length positions are the (protected) prompt and returns its id. "
       "Tier parameters left None keep the paper's defaults (k_s 4, k_w 128, interval 64, beta 0.5, r 0); with "
       "none given the daemon's configured defaults apply. int8_ratio / int8_tokens: of the survivors not kept in "
@@ -147,6 +147,9 @@ void bind_engine(nb::class_<ClientObject>& c) {
       "default), recent_window (vase, r_kv), value_protect_ratio / value_protect_tokens (vase), rkv_lambda and "
       "key_digest_dim (r_kv) tune it; vase needs push_features(Feature.VALUE_RANGE) and r_kv "
       "push_features(Feature.KEY_DIGEST) for every position. "
+      "tokens_per_position: tokens one position stands for (an engine tiering whole blocks passes its block "
+      "size; None: 1); the *_tokens parameters and the daemon's defaults are in tokens and kvtierd converts them "
+      "(sink, window, hbm, value_protect rounded up; evict, int8 down), prompt_length is in positions. "
       "Out-of-range values raise InvalidArgumentError naming the field.");
   c.def(
       "close_sequence",

@@ -121,6 +121,7 @@ std::uint32_t PyClient::open_sequence(std::uint32_t prompt_length, const Sequenc
   o.value_protect_tokens = p.value_protect_tokens.value_or(o.value_protect_tokens);
   o.rkv_lambda = p.rkv_lambda.value_or(o.rkv_lambda);
   o.key_digest_dim = p.key_digest_dim.value_or(o.key_digest_dim);
+  o.tokens_per_position = p.tokens_per_position.value_or(o.tokens_per_position);
   std::uint32_t sequence = 0;
   if (const auto st = kvtier_sequence_open_with(handle_locked("open_sequence"), &o, &sequence); st != KVTIER_OK) {
     fail(st);

@@ -61,6 +61,8 @@ struct SequenceParams {
   std::optional<bool> protect_prompt;
   std::optional<std::uint32_t> recent_window, value_protect_tokens, key_digest_dim;
   std::optional<double> value_protect_ratio, rkv_lambda;
+  // Not a tier parameter (kept with the daemon's defaults): tokens one position stands for.
+  std::optional<std::uint32_t> tokens_per_position;
 };
 
 // kvtier_kv_layout with owned pointer arrays.

@@ -2,7 +2,8 @@
 at start-up (a wrong key or value is a clear error before any request runs).
 
 Tier parameters are in tokens as everywhere in kvtier; in vLLM the unit kvtier tiers is one KV
-block (``block_size`` tokens, one row per layer and KV head), so sink and window round up to whole
+block (``block_size`` tokens, one row per layer and KV head), which the worker tells kvtierd
+(``tokens_per_position``): kvtierd rounds sink and window, given or its own defaults, up to whole
 blocks. Per request, ``SamplingParams(extra_args={"kvtier": {...}})`` overrides the tier
 parameters (same names) for that request.
 """
@@ -77,11 +78,3 @@ def tier_params(raw: Any) -> dict[str, Any]:
             raise ConfigError(f"kvtier: {key} must lie in [0, 1], got {out[key]}")
     return out
 
-
-def in_blocks(params: dict[str, Any], block_size: int) -> dict[str, Any]:
-    """open_sequence keywords with sink and window in blocks (rounded up)."""
-    out = dict(params)
-    for key in ("sink_tokens", "window_tokens"):
-        if key in out:
-            out[key] = -(-out[key] // block_size)
-    return out

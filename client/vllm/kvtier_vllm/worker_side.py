@@ -28,7 +28,7 @@ import kvtier
 from kvtier import KvtierError
 from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
 
-from .config import KvtierConfig, in_blocks
+from .config import KvtierConfig
 from .host_attention import AttendRow, attend_layer, plan_row, unit_scores
 from .metadata import BlockChange, StepMetadata, WorkerReport
 
@@ -152,8 +152,10 @@ class WorkerSide:
         if self.client is None or not s.new_blocks:
             return
         try:
-            seq = self.client.open_sequence(s.prompt_tokens // self.block_size,
-                                            **in_blocks(s.tier, self.block_size))
+            # One position is one block; kvtierd converts the token counts (the request's and its
+            # own defaults) to blocks.
+            seq = self.client.open_sequence(s.prompt_tokens // self.block_size, tokens_per_position=self.block_size,
+                                            **s.tier)
             self.client.attach_cache(seq, **self._layout())
         except KvtierError as e:
             log.warning("kvtier: request %s runs untiered: %s", s.req_id, e)

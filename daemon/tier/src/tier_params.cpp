@@ -103,6 +103,27 @@ Result<EvictionMode> parse_eviction_mode(std::string_view name) {
                         "' (expected cumulative, paper-algorithm or paper-prototype)");
 }
 
+Result<TierParams> in_positions(TierParams params, std::uint32_t tokens_per_position) {
+  const std::uint32_t n = tokens_per_position;
+  if (n == 0) return make_error(Errc::kInvalidArgument, "tier params: tokens_per_position must be at least 1");
+  const auto up = [n](std::uint32_t& tokens) { tokens = tokens / n + (tokens % n != 0 ? 1 : 0); };
+  const auto down = [n](std::uint32_t& tokens, const char* name) -> Status {
+    if (tokens != 0 && tokens < n) {
+      return make_error(Errc::kInvalidArgument, std::string("tier params: ") + name + " " + std::to_string(tokens) +
+                                                    " is less than one position of " + std::to_string(n) + " tokens");
+    }
+    tokens /= n;
+    return {};
+  };
+  up(params.sink_tokens);
+  up(params.window_tokens);
+  up(params.hbm_tokens);
+  up(params.value_protect_tokens);
+  if (auto ok = down(params.evict_tokens, "evict_tokens"); !ok) return tl::unexpected(ok.error());
+  if (auto ok = down(params.int8_tokens, "int8_tokens"); !ok) return tl::unexpected(ok.error());
+  return params;
+}
+
 std::uint32_t floor_share(double ratio, std::uint32_t count) noexcept {
   if (!(ratio > 0.0) || count == 0) return 0;
   if (ratio >= 1.0) return count;

@@ -12,6 +12,10 @@ namespace kvtier::protocol {
 inline constexpr std::uint32_t kDefaultKeyDigestDim = 16;
 inline constexpr std::uint32_t kMaxKeyDigestDim = 256;
 
+// TierParams.tokensPerPosition (1.7): tokens one position stands for; 0 means 1. The largest a
+// client may send: a block of 65536 tokens is far beyond any engine's block size.
+inline constexpr std::uint32_t kMaxTokensPerPosition = 65536;
+
 // PlacementRequest.maxRuns: 1..kMaxPlacementRuns runs per page; 65536 runs of 8 bytes each keep
 // a PlacementReply within the 1 MiB frame limit (PROTOCOL.md §2, §4 "Events and placement").
 inline constexpr std::uint32_t kMaxPlacementRuns = 65536;

@@ -12,7 +12,7 @@
 
 namespace kvtier::protocol {
 
-inline constexpr std::uint16_t kProtocolMajor = 1, kProtocolMinor = 6;
+inline constexpr std::uint16_t kProtocolMajor = 1, kProtocolMinor = 7;
 
 // The Cap'n Proto file id of protocol/schema/control.capnp (fixed forever; a test pins it).
 inline constexpr std::uint64_t kControlSchemaFileId = 0xd427c4b726ccb806ULL;

@@ -81,6 +81,8 @@ struct LimitsSection {
 // [tiering] Defaults for the tier engine. Plain fields on purpose: the daemon copies them into
 // the tier library's own parameter struct, so this module does not depend on it.
 struct TieringSection {
+  // In tokens: a sequence whose positions are blocks (TierParams.tokensPerPosition) gets them
+  // rounded up to whole positions.
   std::uint32_t sink_tokens = 4;      // first generated tokens always kept in T0
   std::uint32_t window_tokens = 128;  // newest tokens always kept in T0
   std::uint32_t interval = 64;        // re-tier every `interval` decode steps (Δ)

@@ -142,6 +142,14 @@ std::string_view eviction_mode_name(EvictionMode mode) noexcept;
 // names otherwise.
 Result<EvictionMode> parse_eviction_mode(std::string_view name);
 
+// `params` with its token counts in positions of `tokens_per_position` tokens each (an engine
+// that tiers whole blocks; PROTOCOL.md §4, TierParams.tokensPerPosition): sink_tokens,
+// window_tokens, hbm_tokens and value_protect_tokens rounded up (they keep tokens in T0),
+// evict_tokens and int8_tokens rounded down (they never take more than asked). kInvalidArgument
+// for tokens_per_position 0, or for a nonzero evict_tokens or int8_tokens below one position
+// (rounded to 0 it would mean "use the ratio"). Steps (interval, recent_window) stay as they are.
+Result<TierParams> in_positions(TierParams params, std::uint32_t tokens_per_position);
+
 // ⌊ratio·count⌋ with the 1e-9 tolerance described above, clamped to [0, count].
 std::uint32_t floor_share(double ratio, std::uint32_t count) noexcept;
 

@@ -1,0 +1,95 @@
+"""The server command docs/vllm.md shows, run as a new user runs it: the command is read from the
+page itself (so the page and the test cannot part), kvtierd runs on its defaults, and one
+reasoning-length request streams over vLLM's OpenAI API. The documented configuration
+(``{"hbm_ratio":0.3}`` and nothing else) must tier: kvtierd sends plans for the request and
+the plugin applies them (``kvtierctl status``), which it did not while the daemon took its
+128-token default window as 128 blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from conftest import BUILD, prompts
+
+REPO = Path(__file__).resolve().parents[2]
+URL = "http://127.0.0.1:8000"  # the server's default port: the documented command names none
+
+
+def documented_server_command() -> list[str]:
+    """The second command of docs/vllm.md's "The two commands", its `build/` paths in BUILD."""
+    page = (REPO / "docs" / "vllm.md").read_text()
+    block = page.split("## The two commands", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    commands = block.strip().replace("\\\n", " ").splitlines()
+    argv = shlex.split(commands[1])
+    assert "vllm.entrypoints.openai.api_server" in argv, commands
+    return [str(BUILD / a.removeprefix("build/")) if a.startswith("build/") else a for a in argv]
+
+
+def wait_until_serving(server: subprocess.Popen, log: Path) -> None:
+    """Polls /health until the server answers; a server that exits first fails the test. The
+    bound only keeps a hung start from hanging the run."""
+    for _ in range(1200):
+        assert server.poll() is None, f"the documented server exited ({server.returncode}):\n{log.read_text()[-6000:]}"
+        try:
+            with urllib.request.urlopen(f"{URL}/health", timeout=5):
+                return
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.5)
+    raise AssertionError(f"the documented server did not start:\n{log.read_text()[-6000:]}")
+
+
+def vllm_client_counters(socket: str) -> dict:
+    out = subprocess.run([str(BUILD / "client" / "cli" / "kvtierctl"), "--socket", socket, "status", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    clients = json.loads(out)["clients"]
+    assert len(clients) == 1, clients  # the plugin's worker
+    return clients[0]["counters"]
+
+
+def test_the_documented_server_configuration_tiers_a_reasoning_length_request(daemon, model_dir, tmp_path):
+    """One 700-token request, greedy, streamed: while it runs, kvtierd sends plans that the
+    plugin acknowledges (applies) and none fails. The request decodes long enough for the
+    default 128-token window (4 blocks of 32) to leave blocks to move: the first plans come
+    around step 200, so the test stops reading once a plan was acknowledged."""
+    argv = documented_server_command()
+    log = tmp_path / "server.log"
+    env = dict(os.environ, KVTIER_SOCKET=daemon.socket)  # the documented way to name kvtierd's socket
+    with open(log, "wb") as out:
+        server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        wait_until_serving(server, log)
+        body = json.dumps({"model": argv[argv.index("vllm.entrypoints.openai.api_server") + 1],
+                           "prompt": prompts(1)[0], "max_tokens": 700, "temperature": 0.0,
+                           "ignore_eos": True, "stream": True}).encode()
+        request = urllib.request.Request(f"{URL}/v1/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+        counters, chunks = {}, 0
+        with urllib.request.urlopen(request) as stream:
+            for line in stream:
+                if not line.startswith(b"data: {"):
+                    continue
+                chunks += 1
+                if chunks % 16 == 0:
+                    counters = vllm_client_counters(daemon.socket)
+                    if counters["plans_acked"] > 0:
+                        break
+        if counters.get("plans_acked", 0) == 0:
+            counters = vllm_client_counters(daemon.socket)
+        assert counters["plans_acked"] > 0 and counters["moves_sent"] > 0, (chunks, counters)
+        assert counters["plans_failed"] == 0, counters
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
