@@ -24,35 +24,51 @@ REPO = Path(__file__).resolve().parents[2]
 URL = "http://127.0.0.1:8000"  # the server's default port: the documented command names none
 
 
-def documented_server_command() -> list[str]:
-    """The second command of docs/vllm.md's "The two commands", its `build/` paths in BUILD."""
-    page = (REPO / "docs" / "vllm.md").read_text()
-    block = page.split("## The two commands", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
-    commands = block.strip().replace("\\\n", " ").splitlines()
-    argv = shlex.split(commands[1])
-    assert "vllm.entrypoints.openai.api_server" in argv, commands
-    return [str(BUILD / a.removeprefix("build/")) if a.startswith("build/") else a for a in argv]
+def shown_server_command(page: str, heading: str) -> list[str]:
+    """The vLLM server command of the first shell block after `heading` in the page."""
+    text = (REPO / page).read_text()
+    block = text.split(heading, 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    (command,) = [c for c in block.replace("\\\n", " ").splitlines() if "api_server" in c]
+    return shlex.split(command)
+
+
+def documented_server() -> tuple[dict[str, str], list[str]]:
+    """docs/vllm.md's server command (README.md shows the same one): its leading NAME=value
+    environment and its argv, `build/` paths in BUILD."""
+    argv = shown_server_command("docs/vllm.md", "## The two commands")
+    assert argv == shown_server_command("README.md", "## vLLM"), "README.md and docs/vllm.md show different commands"
+    env = {}
+    while "=" in argv[0]:
+        name, value = argv.pop(0).split("=", 1)
+        env[name] = value
+    return env, [str(BUILD / a.removeprefix("build/")) if a.startswith("build/") else a for a in argv]
+
 
 
 def wait_until_serving(server: subprocess.Popen, log: Path) -> None:
     """Polls /health until the server answers; a server that exits first fails the test. The
     bound only keeps a hung start from hanging the run."""
     for _ in range(1200):
-        assert server.poll() is None, f"the documented server exited ({server.returncode}):\n{log.read_text()[-6000:]}"
+        assert server.poll() is None, f"the documented server exited ({server.returncode}):\n{errors(log)}"
         try:
             with urllib.request.urlopen(f"{URL}/health", timeout=5):
                 return
         except (urllib.error.URLError, ConnectionError):
             time.sleep(0.5)
-    raise AssertionError(f"the documented server did not start:\n{log.read_text()[-6000:]}")
+    raise AssertionError(f"the documented server did not start:\n{errors(log)}")
+
+
+def errors(log: Path) -> str:
+    """The server log's error lines (the root cause sits among them, not at the end)."""
+    lines = log.read_text(errors="replace").splitlines()
+    return "\n".join([l for l in lines if "Error" in l or "ERROR" in l][-40:] + lines[-20:])
 
 
 def vllm_client_counters(socket: str) -> dict:
     out = subprocess.run([str(BUILD / "client" / "cli" / "kvtierctl"), "--socket", socket, "status", "--json"],
                          check=True, capture_output=True, text=True).stdout
-    clients = json.loads(out)["clients"]
-    assert len(clients) == 1, clients  # the plugin's worker
-    return clients[0]["counters"]
+    (worker,) = [c for c in json.loads(out)["clients"] if c["name"] == "vllm"]  # the plugin's
+    return worker["counters"]
 
 
 def test_the_documented_server_configuration_tiers_a_reasoning_length_request(daemon, model_dir, tmp_path):
@@ -60,14 +76,14 @@ def test_the_documented_server_configuration_tiers_a_reasoning_length_request(da
     plugin acknowledges (applies) and none fails. The request decodes long enough for the
     default 128-token window (4 blocks of 32) to leave blocks to move: the first plans come
     around step 200, so the test stops reading once a plan was acknowledged."""
-    argv = documented_server_command()
+    shown_env, argv = documented_server()
     log = tmp_path / "server.log"
-    env = dict(os.environ, KVTIER_SOCKET=daemon.socket)  # the documented way to name kvtierd's socket
+    env = dict(os.environ, **shown_env, KVTIER_SOCKET=daemon.socket)  # the documented way to name kvtierd's socket
     with open(log, "wb") as out:
         server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         wait_until_serving(server, log)
-        body = json.dumps({"model": argv[argv.index("vllm.entrypoints.openai.api_server") + 1],
+        body = json.dumps({"model": argv[argv.index("--model") + 1],
                            "prompt": prompts(1)[0], "max_tokens": 700, "temperature": 0.0,
                            "ignore_eos": True, "stream": True}).encode()
         request = urllib.request.Request(f"{URL}/v1/completions", data=body,

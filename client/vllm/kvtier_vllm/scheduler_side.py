@@ -12,6 +12,8 @@ from .metadata import ScheduledRequest, StepMetadata, WorkerReport
 
 log = logging.getLogger("kvtier_vllm")
 
+STAGING_SHARE = 8  # the default staging reserve takes at most 1/STAGING_SHARE of the KV cache
+
 
 class SchedulerSide:
     def __init__(self, config: KvtierConfig, vllm_config) -> None:
@@ -43,8 +45,13 @@ class SchedulerSide:
         if self.pool.enable_caching:
             raise ConfigError("kvtier: prefix caching must be off (enable_prefix_caching=False): a block shared "
                               "by several requests cannot move to one request's host rows")
-        if self.staging_count and self.pool.get_num_free_blocks() <= self.staging_count:
-            raise ConfigError(f"kvtier: {self.staging_count} staging blocks do not fit the KV cache")
+        free = self.pool.get_num_free_blocks()
+        if self.staging_count and free <= self.staging_count:
+            if self.config.staging_blocks:
+                raise ConfigError(f"kvtier: {self.staging_count} staging blocks do not fit the KV cache of {free}")
+            # The default (max_num_seqs full-length requests) outgrows a small cache: an eighth of
+            # it. A plan after which the host rows would not fit is refused (the placement stays).
+            self.staging_count = max(1, free // STAGING_SHARE)
         self.staging = self.pool.get_new_blocks(self.staging_count)
         log.info("kvtier: %d blocks of %d tokens reserved for staging host rows", self.staging_count,
                  self.block_size)
