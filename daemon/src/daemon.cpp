@@ -87,8 +87,13 @@ Status run_daemon(const config::DaemonConfig& configured, spdlog::logger& log) {
     return tl::unexpected(acceptor.error());
   }
 
-  DataPlane data_plane(io, config, log);
-  Server server(io, config, data_plane, supervisor, log, epoch);
+  // One named logger per component (STYLE.md 15), on the sink and level main() chose; `log` itself
+  // speaks for the daemon's life cycle.
+  const auto data_plane_log = log.clone("kvtierd.data_plane");
+  const auto server_log = log.clone("kvtierd.server");
+  const auto metrics_log = log.clone("kvtierd.metrics");
+  DataPlane data_plane(io, config, *data_plane_log);
+  Server server(io, config, data_plane, supervisor, *server_log, epoch);
   data_plane.start([&server](std::uint32_t client_id, const Error& error) { server.fail_client(client_id, error); },
                    [&server](Event event) { server.record_event(std::move(event)); });
   server.start(std::move(*acceptor), std::move(passed->stored));
@@ -96,9 +101,9 @@ Status run_daemon(const config::DaemonConfig& configured, spdlog::logger& log) {
   if (auto address = config::parse_listen_address(config.metrics.listen)) {  // validated: empty = off
     auto started = MetricsServer::start(
         *address, io, [&server](std::function<void(NodeMetrics)> done) { server.collect_metrics(std::move(done)); },
-        log);
+        *metrics_log);
     if (!started) {
-      log.error("event=metrics_failed {}", to_string(started.error()));
+      metrics_log->error("event=metrics_failed {}", to_string(started.error()));
       server.stop();
       data_plane.stop();
       if (!activated) ::unlink(config::socket_path(config).c_str());

@@ -15,7 +15,9 @@ namespace kvtier::daemon {
 
 // Runs the daemon: binds (or adopts) the socket, notifies systemd READY, serves until a
 // termination signal, then drains: stops accepting, closes sessions, unlinks segments.
-// Errors: whatever prevents start-up (socket, runtime dir); they are also logged.
+// Errors: whatever prevents start-up (socket, runtime dir); they are also logged. `log` names the
+// daemon; its components log through clones named kvtierd.server, kvtierd.data_plane and
+// kvtierd.metrics.
 Status run_daemon(const config::DaemonConfig& config, spdlog::logger& log);
 
 }  // namespace kvtier::daemon

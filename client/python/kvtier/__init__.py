@@ -1,12 +1,13 @@
 """kvtier: Python binding of libkvtier, the client library of the kvtier daemon.
 
 kvtier moves low-importance KV-cache tokens of a running LLM between the engine's own cache (T0),
-the daemon's host DDR pool (T1, exact) and nowhere (T3, evicted). An engine connects, registers
-its KV geometry, opens one sequence per request and, every decode step, executes the plans the
-daemon sends, stages each layer's T1 rows before that layer's attention (stage_layer, or
-stage_prefetch / stage_wait to overlap the next layer's staging with this one's compute) and
-pushes per-token attention scores. A sequence can be handed to another engine process
-(export_sequence / adopt_sequence)::
+the daemon's host DDR pool (T1, exact), its int8 pool (T2, lossy, off unless a sequence asks for
+it and the model registered ``int8_pool_tokens``) and nowhere (T3, evicted). An engine connects,
+registers its KV geometry, opens one sequence per request and, every decode step, executes the
+plans the daemon sends, stages each layer's T1 and T2 rows (T2 dequantized) before that layer's
+attention (stage_layer, or stage_prefetch / stage_wait to overlap the next layer's staging with
+this one's compute) and pushes per-token attention scores. A sequence can be handed to another
+engine process (export_sequence / adopt_sequence)::
 
     import kvtier
     with kvtier.Client("/run/kvtier/kvtierd.sock", name="my-engine") as client:
