@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "kvtier/base/received_fds.hpp"
+
 namespace kvtier::client {
 namespace {
 constexpr int kMaxFdsPerMessage = 4;
@@ -92,15 +94,7 @@ Status Connection::read_some(std::chrono::milliseconds timeout) {
   } while (n < 0 && errno == EINTR);
   if (n < 0) return make_error(Errc::kUnavailable, std::string("daemon connection lost: ") + std::strerror(errno));
   if (n == 0) return make_error(Errc::kUnavailable, "daemon closed the connection");
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (std::size_t i = 0; i < count; ++i) {
-      int fd = -1;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      fds_.emplace_back(fd);
-    }
-  }
+  for (UniqueFd& fd : received_fds(msg)) fds_.push_back(std::move(fd));
   if ((msg.msg_flags & MSG_CTRUNC) != 0) return make_error(Errc::kProtocol, "daemon passed more fds than expected");
   return decoder_.feed(std::span(buf.data(), static_cast<std::size_t>(n)));
 }

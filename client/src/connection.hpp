@@ -15,7 +15,7 @@
 #include <capnp/message.h>
 
 #include "kvtier/protocol/framing.hpp"
-#include "kvtier/protocol/unique_fd.hpp"
+#include "kvtier/base/unique_fd.hpp"
 
 namespace kvtier::client {
 

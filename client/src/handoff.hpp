@@ -17,7 +17,7 @@
 #include "kvtier/kernels/cuda/device.hpp"
 #include "kvtier/kernels/executor.hpp"
 #include "kvtier/kernels/kv_layout.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::client {
 

@@ -18,7 +18,7 @@
 #include "kvtier/kernels/executor.hpp"
 #include "kvtier/kernels/kv_layout.hpp"
 #include "kvtier/kernels/quantize.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/shm/int8_pool_segment.hpp"
 
 namespace kvtier::client {

@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -45,7 +46,8 @@
 #include <asio/posix/stream_descriptor.hpp>
 #include <spdlog/logger.h>
 
-#include "data_plane.hpp"
+#include "channel_types.hpp"
+#include "event_log.hpp"
 #include "handoff.hpp"
 #include "kvtier/config/config.hpp"
 #include "kvtier/kernels/quantize.hpp"

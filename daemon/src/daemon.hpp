@@ -9,7 +9,7 @@
 #include <spdlog/logger.h>
 
 #include "kvtier/config/config.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::daemon {
 

@@ -14,7 +14,7 @@
 #include <capnp/message.h>
 
 #include "kvtier/protocol/control.capnp.h"
-#include "kvtier/protocol/unique_fd.hpp"
+#include "kvtier/base/unique_fd.hpp"
 
 namespace kvtier::daemon {
 

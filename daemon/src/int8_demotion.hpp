@@ -9,7 +9,7 @@
 #pragma once
 
 #include "kvtier/kernels/quantize.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/shm/int8_pool_segment.hpp"
 #include "kvtier/shm/pool_segment.hpp"
 #include "kvtier/tier/plan_transaction.hpp"

@@ -10,8 +10,8 @@
 
 #include <asio/local/stream_protocol.hpp>
 
-#include "kvtier/protocol/error.hpp"
-#include "kvtier/protocol/unique_fd.hpp"
+#include "kvtier/base/error.hpp"
+#include "kvtier/base/unique_fd.hpp"
 
 namespace kvtier::daemon {
 

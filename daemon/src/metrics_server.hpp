@@ -20,7 +20,7 @@
 #include <spdlog/logger.h>
 
 #include "kvtier/config/config.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "metrics.hpp"
 
 namespace httplib {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::daemon {
 

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "handoff.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/shm/plan_ring.hpp"
 #include "kvtier/tier/plan_transaction.hpp"
 #include "latency_histogram.hpp"

@@ -25,7 +25,7 @@
 
 #include <spdlog/logger.h>
 
-#include "kvtier/protocol/unique_fd.hpp"
+#include "kvtier/base/unique_fd.hpp"
 #include "kvtier/shm/segment.hpp"
 
 namespace kvtier::daemon {

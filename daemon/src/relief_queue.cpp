@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 
 namespace kvtier::daemon {
 

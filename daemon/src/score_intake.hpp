@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/shm/score_ring.hpp"
 #include "kvtier/tier/sequence_tiers.hpp"
 

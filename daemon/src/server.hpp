@@ -32,7 +32,7 @@
 #include "metrics.hpp"
 #include "kvtier/config/config.hpp"
 #include "kvtier/kernels/kv_layout.hpp"
-#include "kvtier/protocol/unique_fd.hpp"
+#include "kvtier/base/unique_fd.hpp"
 #include "kvtier/shm/int8_pool_geometry.hpp"
 #include "kvtier/shm/layout.hpp"
 #include "kvtier/shm/pool_geometry.hpp"

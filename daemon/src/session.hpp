@@ -22,7 +22,7 @@
 #include "kvtier/kernels/kv_layout.hpp"
 #include "kvtier/protocol/control.capnp.h"
 #include "kvtier/protocol/framing.hpp"
-#include "kvtier/protocol/unique_fd.hpp"
+#include "kvtier/base/unique_fd.hpp"
 #include "kvtier/shm/pool_geometry.hpp"
 #include "peer.hpp"
 

@@ -7,6 +7,8 @@
 
 #include <asio/write.hpp>
 
+#include "kvtier/base/received_fds.hpp"
+
 #include "server.hpp"
 #include "session.hpp"
 
@@ -59,15 +61,7 @@ Result<std::size_t> Session::receive() {
   } while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return kNothingYet;
   if (n <= 0) return 0;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (std::size_t i = 0; i < count; ++i) {
-      int fd = -1;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      received_fds_.emplace_back(fd);
-    }
-  }
+  for (UniqueFd& fd : received_fds(msg)) received_fds_.push_back(std::move(fd));
   if ((msg.msg_flags & MSG_CTRUNC) != 0 || received_fds_.size() > kMaxHeld) {
     return make_error(Errc::kProtocol, "too many file descriptors: a client sends one with each ExportSequence of "
                                        "an fd buffer, and nothing else");

@@ -108,7 +108,7 @@ struct VersionMismatch {
 
 struct ErrorReply {
   # Any request may be answered by this instead of its normal reply.
-  code @0 :UInt32;   # numeric kvtier::Errc (protocol/include/kvtier/protocol/error.hpp)
+  code @0 :UInt32;   # numeric kvtier::Errc (protocol/include/kvtier/base/error.hpp)
   message @1 :Text;
 }
 

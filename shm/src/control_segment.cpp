@@ -4,7 +4,7 @@
 #include <new>
 #include <string>
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 
 namespace kvtier::shm {
 namespace {

@@ -6,7 +6,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/shm/pool_geometry.hpp"
 
 namespace kvtier::shm::detail {

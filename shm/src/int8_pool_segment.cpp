@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 #include "pool_block.hpp"
 
 namespace kvtier::shm {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 #include "ring_common.hpp"
 
 #include "futex.hpp"

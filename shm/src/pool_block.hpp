@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/shm/layout.hpp"
 #include "kvtier/shm/segment.hpp"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::shm::detail {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ipc_fixture.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::bench {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kvtier/kvtier.h"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::bench {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "harness.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/shm/control_layout.hpp"
 #include "kvtier/shm/segment.hpp"
 

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kvtier/protocol/error.hpp"
-#include "kvtier/protocol/unique_fd.hpp"
+#include "kvtier/base/error.hpp"
+#include "kvtier/base/unique_fd.hpp"
 
 namespace kvtier::kernels::cuda::testing {
 

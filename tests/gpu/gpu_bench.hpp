@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "harness.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 #define KVTIER_BENCH_CUDA(call)                                                                  \
   do {                                                                                           \

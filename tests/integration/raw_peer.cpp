@@ -9,6 +9,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "kvtier/base/received_fds.hpp"
+
 namespace kvtier::testing {
 
 RawPeer::RawPeer(const std::filesystem::path& socket) {
@@ -19,10 +21,7 @@ RawPeer::RawPeer(const std::filesystem::path& socket) {
   if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) throw std::runtime_error("connect failed");
 }
 
-RawPeer::~RawPeer() {
-  for (const int fd : fds_) ::close(fd);
-  ::close(fd_);
-}
+RawPeer::~RawPeer() { ::close(fd_); }
 
 void RawPeer::send_bytes(const std::vector<std::byte>& bytes) {
   ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
@@ -82,22 +81,15 @@ std::optional<protocol::MessageIn> RawPeer::receive(std::chrono::milliseconds ti
     msg.msg_controllen = sizeof(control);
     const ssize_t n = ::recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
     if (n <= 0) return std::nullopt;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (std::size_t i = 0; i < count; ++i) {
-        int fd = -1;
-        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        fds_.push_back(fd);
-      }
-    }
+    for (UniqueFd& fd : received_fds(msg)) fds_.push_back(std::move(fd));
     if (!decoder_.feed(std::span(buf.data(), static_cast<std::size_t>(n)))) return std::nullopt;
   }
 }
 
 int RawPeer::take_fd() {
   if (fds_.empty()) return -1;
-  const int fd = fds_.front();
-  fds_.erase(fds_.begin());
+  const int fd = fds_.front().release();
+  fds_.pop_front();
   return fd;
 }
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <optional>
 #include <span>
@@ -11,6 +12,7 @@
 
 #include <capnp/message.h>
 
+#include "kvtier/base/unique_fd.hpp"
 #include "kvtier/protocol/control.capnp.h"
 #include "kvtier/protocol/framing.hpp"
 
@@ -37,7 +39,7 @@ class RawPeer {
  private:
   int fd_ = -1;
   protocol::FrameDecoder decoder_;
-  std::vector<int> fds_;
+  std::deque<UniqueFd> fds_;
 };
 
 }  // namespace kvtier::testing

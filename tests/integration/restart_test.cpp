@@ -16,7 +16,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/protocol/version.hpp"
 #include "kvtier/shm/layout.hpp"
 #include "process.hpp"

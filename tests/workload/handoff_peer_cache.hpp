@@ -17,7 +17,7 @@
 
 #include "kvtier/kernels/cuda/device.hpp"
 #include "kvtier/kvtier.h"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::workload {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 
 namespace kvtier::tier {
 

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 
 namespace kvtier::tier {
 namespace {

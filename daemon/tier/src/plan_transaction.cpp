@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 
 namespace kvtier::tier {
 namespace {

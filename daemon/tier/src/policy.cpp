@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 
 #include "policies.hpp"
 #include "random_draw.hpp"

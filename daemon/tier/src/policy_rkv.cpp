@@ -11,7 +11,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 #include "kvtier/tier/token_features.hpp"
 
 #include "policies.hpp"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 #include "kvtier/tier/cut_selector.hpp"
 #include "policies.hpp"
 #include "race_keys.hpp"

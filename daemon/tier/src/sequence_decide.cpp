@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "budget.hpp"
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 #include "kvtier/tier/cut_selector.hpp"
 #include "kvtier/tier/sequence_tiers.hpp"
 

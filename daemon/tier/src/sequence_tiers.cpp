@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 #include "score_loops.hpp"
 
 namespace kvtier::tier {

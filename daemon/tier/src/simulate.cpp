@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 #include "kvtier/tier/sequence_tiers.hpp"
 
 namespace kvtier::tier {

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels::cuda {
 

@@ -11,7 +11,7 @@
 #include <span>
 
 #include "kvtier/kernels/cuda/copy_runs.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels::cuda {
 

@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "driver_error.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels::cuda {
 

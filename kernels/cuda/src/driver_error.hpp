@@ -5,7 +5,7 @@
 
 #include <string_view>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels::cuda {
 

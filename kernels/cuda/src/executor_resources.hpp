@@ -18,7 +18,7 @@
 #include <cstdint>
 
 #include "kvtier/kernels/cuda/device.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels::cuda {
 

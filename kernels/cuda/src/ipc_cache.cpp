@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 
 namespace kvtier::kernels::cuda {
 

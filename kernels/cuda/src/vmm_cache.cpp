@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 
 namespace kvtier::kernels::cuda {
 

@@ -2,7 +2,7 @@
 // bit-equal outputs.
 #include "kvtier/toy/toy_model.hpp"
 
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 
 #include <algorithm>
 #include <cmath>

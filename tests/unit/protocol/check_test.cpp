@@ -1,6 +1,6 @@
 // KVTIER_CHECK stays on where assert() is compiled out: this file is built with NDEBUG
 // (RelWithDebInfo/Release), and the check still reports file:line and its message, then aborts.
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 
 #include <gtest/gtest.h>
 

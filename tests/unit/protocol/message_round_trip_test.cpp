@@ -8,7 +8,7 @@
 #include "kvtier/protocol/control.capnp.h"
 #include "kvtier/protocol/defaults.hpp"
 #include "kvtier/protocol/framing.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/protocol/version.hpp"
 
 namespace kvtier::protocol {

@@ -1,5 +1,5 @@
 // UniqueFd: the one owner of an fd closes it on destruction and reset, and moves hand it over.
-#include "kvtier/protocol/unique_fd.hpp"
+#include "kvtier/base/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "kvtier/protocol/unique_fd.hpp"
+#include "kvtier/base/unique_fd.hpp"
 #include "kvtier/shm/plan_ring.hpp"
 #include "kvtier/shm/score_ring.hpp"
 #include "shm_test_support.hpp"

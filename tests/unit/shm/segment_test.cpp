@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <string>
 
-#include "kvtier/protocol/unique_fd.hpp"
+#include "kvtier/base/unique_fd.hpp"
 #include "shm_test_support.hpp"
 
 namespace kvtier::shm {

@@ -14,7 +14,7 @@
 
 #include "kvtier/kernels/kv_layout.hpp"
 #include "kvtier/kernels/pool_view.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels {
 

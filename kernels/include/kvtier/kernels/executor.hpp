@@ -36,7 +36,7 @@
 #include "kvtier/kernels/pool_view.hpp"
 #include "kvtier/kernels/quantize.hpp"
 #include "kvtier/kernels/staging.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels {
 

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "kvtier/kernels/executor.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels {
 

@@ -23,7 +23,7 @@
 #include <span>
 
 #include "kvtier/kernels/kv_layout.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels {
 

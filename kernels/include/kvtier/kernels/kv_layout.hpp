@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels {
 

@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <span>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels {
 

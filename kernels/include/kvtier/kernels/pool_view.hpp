@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "kvtier/kernels/kv_layout.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels {
 

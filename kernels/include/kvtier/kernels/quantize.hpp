@@ -38,7 +38,7 @@
 #include <string_view>
 
 #include "kvtier/kernels/kv_layout.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/shm/int8_block.hpp"
 
 namespace kvtier::kernels {

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "kvtier/kernels/pool_view.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels {
 

@@ -34,7 +34,7 @@
 #include <kj/array.h>
 #include <kj/exception.h>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::protocol {
 

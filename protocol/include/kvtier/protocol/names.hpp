@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <string_view>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::protocol {
 

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/shm/layout.hpp"
 
 namespace kvtier::shm {

@@ -10,7 +10,7 @@
 #include <span>
 #include <string>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/shm/control_layout.hpp"
 #include "kvtier/shm/mapping.hpp"
 #include "kvtier/shm/plan_ring.hpp"

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/shm/int8_block.hpp"
 
 namespace kvtier::shm {

@@ -12,7 +12,7 @@
 #include <span>
 #include <string>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/shm/int8_pool_geometry.hpp"
 #include "kvtier/shm/layout.hpp"
 #include "kvtier/shm/segment.hpp"

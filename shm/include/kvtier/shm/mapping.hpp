@@ -12,7 +12,7 @@
 #include <optional>
 #include <span>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/shm/layout.hpp"
 
 namespace kvtier::shm {

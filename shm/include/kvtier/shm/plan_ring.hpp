@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <span>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/shm/records.hpp"
 #include "kvtier/shm/ring_layout.hpp"
 

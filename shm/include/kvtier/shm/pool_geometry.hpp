@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kvtier/protocol/check.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/check.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::shm {
 

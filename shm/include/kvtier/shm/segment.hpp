@@ -17,8 +17,8 @@
 #include <string>
 #include <string_view>
 
-#include "kvtier/protocol/error.hpp"
-#include "kvtier/protocol/unique_fd.hpp"
+#include "kvtier/base/error.hpp"
+#include "kvtier/base/unique_fd.hpp"
 #include "kvtier/shm/layout.hpp"
 
 namespace kvtier::shm {

@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/tier/sequence_tiers.hpp"
 #include "kvtier/tier/tier_params.hpp"
 

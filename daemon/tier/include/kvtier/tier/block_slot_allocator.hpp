@@ -18,7 +18,7 @@
 #include <span>
 #include <vector>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::tier {
 

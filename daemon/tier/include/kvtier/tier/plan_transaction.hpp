@@ -24,7 +24,7 @@
 #include <span>
 #include <vector>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/tier/block_slot_allocator.hpp"
 #include "kvtier/tier/slot_allocator.hpp"
 #include "kvtier/tier/slot_map.hpp"

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::tier {
 

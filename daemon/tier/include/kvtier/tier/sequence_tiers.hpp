@@ -84,7 +84,7 @@
 #include <vector>
 
 #include "kvtier/kernels/interval_scores.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/tier/policy.hpp"
 #include "kvtier/tier/tier.hpp"
 #include "kvtier/tier/tier_move.hpp"

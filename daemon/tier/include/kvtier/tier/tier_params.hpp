@@ -39,7 +39,7 @@
 #include <optional>
 #include <string_view>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/tier/policy_kind.hpp"
 
 namespace kvtier::tier {

@@ -31,7 +31,7 @@
 #include <span>
 #include <vector>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 #include "kvtier/tier/policy.hpp"
 #include "kvtier/tier/tier_params.hpp"
 

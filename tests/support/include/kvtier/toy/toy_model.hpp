@@ -25,7 +25,7 @@
 
 #include "kvtier/kernels/kv_layout.hpp"
 #include "kvtier/kernels/staging.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::toy {
 

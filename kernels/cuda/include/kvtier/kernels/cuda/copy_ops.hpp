@@ -25,7 +25,7 @@
 
 #include "kvtier/kernels/copy_plan.hpp"
 #include "kvtier/kernels/cuda/copy_runs.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels::cuda {
 

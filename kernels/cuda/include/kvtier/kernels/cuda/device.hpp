@@ -14,7 +14,7 @@
 
 #include "kvtier/kernels/cuda/ipc_cache.hpp"
 #include "kvtier/kernels/cuda/vmm_cache.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels::cuda {
 

@@ -30,7 +30,7 @@
 
 #include "kvtier/kernels/cuda/copy_runs.hpp"
 #include "kvtier/kernels/quantize.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels::cuda {
 

@@ -24,8 +24,8 @@
 
 #include "kvtier/kernels/cuda/ipc_cache.hpp"
 #include "kvtier/kernels/cuda/vmm_cache.hpp"
-#include "kvtier/protocol/error.hpp"
-#include "kvtier/protocol/unique_fd.hpp"
+#include "kvtier/base/error.hpp"
+#include "kvtier/base/unique_fd.hpp"
 
 namespace kvtier::kernels::cuda {
 

@@ -20,7 +20,7 @@
 #include <span>
 
 #include "kvtier/kernels/cuda/device.hpp"
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels::cuda {
 

@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels::cuda {
 

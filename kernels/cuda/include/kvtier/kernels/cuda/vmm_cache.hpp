@@ -21,7 +21,7 @@
 #include <map>
 #include <memory>
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier::kernels::cuda {
 

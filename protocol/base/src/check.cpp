@@ -1,5 +1,5 @@
 // KVTIER_CHECK's failure path (check.hpp).
-#include "kvtier/protocol/check.hpp"
+#include "kvtier/base/check.hpp"
 
 #include <cstdio>
 #include <cstdlib>

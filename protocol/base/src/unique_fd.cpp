@@ -1,5 +1,5 @@
 // UniqueFd (unique_fd.hpp).
-#include "kvtier/protocol/unique_fd.hpp"
+#include "kvtier/base/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

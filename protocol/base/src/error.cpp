@@ -1,4 +1,4 @@
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 #include <cerrno>
 #include <cstring>

@@ -1,10 +1,10 @@
 // UniqueFd: the single owner of a file descriptor; closes it on destruction. The one fd owner of
 // every module (shm segments, sockets, cuMem POSIX-fd exports in kernels/cuda), so it lives in
-// the base target kvtier_error beside Result.
+// the base target kvtier_base beside Result.
 // Thread-safety: like any value; one owner, moved not shared.
 #pragma once
 
-#include "kvtier/protocol/error.hpp"
+#include "kvtier/base/error.hpp"
 
 namespace kvtier {
 
