@@ -5,9 +5,5 @@ function(kvtier_add_test)
   cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main kvtier_warnings)
-  # GoogleTest's and GoogleMock's headers parsed once per executable, not once per source: they
-  # are most of a test source's compile time, in the plain build and in both sanitizer builds.
-  target_precompile_headers(${T_NAME} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:<gmock/gmock.h>>"
-                            "$<$<COMPILE_LANGUAGE:CXX>:<gtest/gtest.h>>")
   gtest_discover_tests(${T_NAME} PROPERTIES LABELS "${T_LABELS}" DISCOVERY_TIMEOUT 30)
 endfunction()
