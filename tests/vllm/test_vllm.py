@@ -28,7 +28,9 @@ def job(model_dir, daemon=None, n=4, max_tokens=320, **extra):
 
 @pytest.fixture(scope="module")
 def vanilla(model_dir):
-    return run_engine(job(model_dir))
+    """Vanilla vLLM on job()'s prompts, with log-probabilities (greedy tokens do not depend on
+    them): the baseline of every comparison below, run once."""
+    return run_engine(job(model_dir, logprobs=2))
 
 
 def test_outputs_are_identical_to_vanilla_vllm_at_r0_for_every_beta(model_dir, daemon, vanilla):
@@ -48,11 +50,11 @@ def test_outputs_are_identical_to_vanilla_vllm_at_r0_for_every_beta(model_dir, d
 NEAR_TIE = 1e-3
 
 
-def test_host_attention_follows_vanilla_up_to_rounding_without_staging_blocks(model_dir, daemon):
+def test_host_attention_follows_vanilla_up_to_rounding_without_staging_blocks(model_dir, daemon, vanilla):
     """host_attention at r = 0, β 0.3, a batch of 4: every generated token's log-probability is
     within NEAR_TIE of vanilla's, tokens only differ after a near-tie of vanilla's, no block is
     reserved for staging, and every request held fewer blocks than vanilla's."""
-    base = run_engine(job(model_dir, logprobs=2))
+    base = vanilla
     got = run_engine(dict(job(model_dir, daemon, tier=[{"hbm_ratio": 0.3, "evict_ratio": 0.0}] * 4, logprobs=2),
                           kvtier={"socket": daemon.socket, **TIERING, "host_attention": True}))
     assert got["tiered"] and got["plans_refused"] == 0 and got["plans_applied"] > 0
