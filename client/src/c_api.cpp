@@ -51,6 +51,12 @@ constexpr std::size_t kSequenceOptions15 =
     alignof(kvtier_sequence_options) * alignof(kvtier_sequence_options);
 static_assert(offsetof(kvtier_sequence_options, score_shipping) >= kSequenceOptions15,
               "a field added since 1.5 must not sit in the 1.5 struct's tail padding");
+// ... of 1.6 headers: up to score_shipping, padded.
+constexpr std::size_t kSequenceOptions16 =
+    (offsetof(kvtier_sequence_options, score_shipping) + sizeof(uint32_t) + alignof(kvtier_sequence_options) - 1) /
+    alignof(kvtier_sequence_options) * alignof(kvtier_sequence_options);
+static_assert(offsetof(kvtier_sequence_options, tokens_per_position) >= kSequenceOptions16,
+              "a field added since 1.6 must not sit in the 1.6 struct's tail padding");
 
 }  // namespace
 
@@ -161,7 +167,8 @@ kvtier_status kvtier_sequence_open_with(kvtier_client* client, const kvtier_sequ
   return guarded(client, [&](kvtier::client::Client& c) {
     if (out_sequence == nullptr) return fail(client, {kvtier::Errc::kInvalidArgument, "out_sequence is NULL"});
     kvtier_sequence_options o;
-    if (!copy_options(options, offsetof(kvtier_sequence_options, int8_ratio), o, {kSequenceOptions15})) {
+    if (!copy_options(options, offsetof(kvtier_sequence_options, int8_ratio), o,
+                      {kSequenceOptions15, kSequenceOptions16})) {
       return fail(client, {kvtier::Errc::kInvalidArgument, "options is NULL or its struct_size is too small"});
     }
     auto id = c.open_sequence(o);

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "kvtier/protocol/defaults.hpp"
-
 #include "kvtier/tier/policy_kind.hpp"
 
 namespace kvtier::daemon {

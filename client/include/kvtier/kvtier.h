@@ -154,6 +154,7 @@ typedef struct kvtier_sequence_options {
   /* How the library ships this sequence's scores (kvtier_score_shipping; a caller built against
    * an older header gets KVTIER_SHIP_PER_DECISION). Not a tier parameter: use_defaults keeps it. */
   uint32_t score_shipping;
+  uint32_t reserved1; /* ignored: the tail padding of the 1.6 struct, which callers may not zero */
   /* Tokens one position of the sequence stands for: 1 (0 means 1) when the engine tiers single
    * tokens, its block size when it tiers whole blocks (vLLM). sink_tokens, window_tokens,
    * hbm_tokens, value_protect_tokens (rounded up), evict_tokens and int8_tokens (rounded down; a
