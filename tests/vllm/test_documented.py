@@ -44,7 +44,6 @@ def documented_server() -> tuple[dict[str, str], list[str]]:
     return env, [str(BUILD / a.removeprefix("build/")) if a.startswith("build/") else a for a in argv]
 
 
-
 def wait_until_serving(server: subprocess.Popen, log: Path) -> None:
     """Polls /health until the server answers; a server that exits first fails the test. The
     bound only keeps a hung start from hanging the run."""
