@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "data_plane.hpp"
+#include "channel_types.hpp"
 
 namespace kvtier::daemon {
 
