@@ -15,6 +15,7 @@
 #include "client.hpp"
 #include "kvtier/kernels/host_attention.hpp"
 #include "kvtier/kvtier.h"
+#include "kvtier/protocol/tier_param_table.hpp"
 
 namespace {
 
@@ -143,16 +144,12 @@ void kvtier_sequence_options_init(kvtier_sequence_options* options) {
   std::memset(options, 0, sizeof(*options));
   options->struct_size = sizeof(*options);
   options->use_defaults = 1;
-  options->sink_tokens = 4;
-  options->window_tokens = 128;
-  options->interval = 64;
-  options->hbm_ratio = 0.5;
-  options->decay = 1.0;
+#define KVTIER_C_DEFAULT(name, Wire, Type, value, range, help) options->name = value;
+  KVTIER_TIER_NUMBERS(KVTIER_C_DEFAULT)
+#undef KVTIER_C_DEFAULT
   options->mode = KVTIER_EVICT_CUMULATIVE;
   options->policy = KVTIER_POLICY_PAPER;
   options->protect_prompt = -1;
-  options->value_protect_ratio = 0.25;
-  options->rkv_lambda = 0.1;
 }
 
 kvtier_status kvtier_sequence_open(kvtier_client* client, uint32_t prompt_length, uint32_t* out_sequence) {

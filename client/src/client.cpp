@@ -21,34 +21,6 @@ Error error_from_reply(wire::ErrorReply::Reader reply) {
 
 }  // namespace
 
-void set_tiering(wire::TierParams::Builder t, const kvtier_sequence_options& o) {
-  t.setUseDefaults(o.use_defaults != 0);
-  t.setKeyDigestDim(o.key_digest_dim);
-  t.setTokensPerPosition(o.tokens_per_position);
-  if (o.use_defaults != 0) return;
-  t.setSinkTokens(o.sink_tokens);
-  t.setWindowTokens(o.window_tokens);
-  t.setInterval(o.interval);
-  t.setHbmRatio(o.hbm_ratio);
-  t.setEvictRatio(o.evict_ratio);
-  t.setHysteresis(o.hysteresis);
-  t.setDecay(o.decay);
-  t.setHbmTokens(o.hbm_tokens);
-  t.setEvictTokens(o.evict_tokens);
-  t.setMode(static_cast<wire::EvictionMode>(o.mode));
-  t.setPolicy(static_cast<wire::Policy>(o.policy));
-  t.setSeed(o.seed);
-  t.setProtectPrompt(o.protect_prompt < 0    ? wire::PromptProtection::POLICY_DEFAULT
-                     : o.protect_prompt == 0 ? wire::PromptProtection::UNPROTECTED
-                                             : wire::PromptProtection::PROTECT);
-  t.setRecentWindow(o.recent_window);
-  t.setValueProtectRatio(o.value_protect_ratio);
-  t.setValueProtectTokens(o.value_protect_tokens);
-  t.setRkvLambda(o.rkv_lambda);
-  t.setInt8Ratio(o.int8_ratio);
-  t.setInt8Tokens(o.int8_tokens);
-}
-
 void copy_text(char* dst, std::size_t size, capnp::Text::Reader text) {
   const std::size_t n = std::min(size - 1, static_cast<std::size_t>(text.size()));
   std::memcpy(dst, text.cStr(), n);

@@ -19,6 +19,7 @@
 #include "handoff.hpp"
 #include "score_shipper.hpp"
 #include "sequence_cache.hpp"
+#include "tier_params_wire.hpp"
 #include "kvtier/kvtier.h"
 #include "kvtier/protocol/control.capnp.h"
 #include "kvtier/shm/control_segment.hpp"
@@ -170,9 +171,6 @@ class Client {
   std::chrono::steady_clock::time_point next_attempt_{};
   std::chrono::milliseconds backoff_{0};
 };
-
-// The wire form of a sequence's options (OpenSequence, Reattach); mode and policy unchecked.
-void set_tiering(wire::TierParams::Builder tiering, const kvtier_sequence_options& options);
 
 // Copies `text` into dst[size], truncated and NUL-terminated.
 void copy_text(char* dst, std::size_t size, capnp::Text::Reader text);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kvtier/protocol/defaults.hpp"
+#include "kvtier/protocol/tier_param_table.hpp"
 #include "kvtier/tier/policy_kind.hpp"
 
 namespace kvtier::daemon {
@@ -50,18 +51,13 @@ Result<tier::TierParams> tier_defaults(const config::TieringSection& tiering, st
 
 namespace {
 
-// The client's own parameters (useDefaults false), in tokens as sent.
+// The client's own parameters (useDefaults false), in tokens as sent: the table's numbers, then
+// the choices (KVTIER_TIER_CHOICES) one by one.
 Result<tier::TierParams> sent_params(wire::TierParams::Reader wire) {
   tier::TierParams params;
-  params.sink_tokens = wire.getSinkTokens();
-  params.window_tokens = wire.getWindowTokens();
-  params.interval = wire.getInterval();
-  params.hbm_ratio = wire.getHbmRatio();
-  params.evict_ratio = wire.getEvictRatio();
-  params.hysteresis = wire.getHysteresis();
-  params.decay = wire.getDecay();
-  params.hbm_tokens = wire.getHbmTokens();
-  params.evict_tokens = wire.getEvictTokens();
+#define KVTIER_FROM_WIRE(name, Wire, Type, value, range, help) params.name = wire.get##Wire();
+  KVTIER_TIER_NUMBERS(KVTIER_FROM_WIRE)
+#undef KVTIER_FROM_WIRE
   switch (wire.getMode()) {
     case wire::EvictionMode::CUMULATIVE: params.mode = tier::EvictionMode::kCumulative; break;
     case wire::EvictionMode::PAPER_ALGORITHM: params.mode = tier::EvictionMode::kPaperAlgorithm; break;
@@ -75,19 +71,12 @@ Result<tier::TierParams> sent_params(wire::TierParams::Reader wire) {
                                                   ", paper to r_kv)");
   }
   params.policy = tier::kAllPolicies[policy];  // wire enumerants follow PolicyKind's order
-  params.seed = wire.getSeed();
   switch (wire.getProtectPrompt()) {
     case wire::PromptProtection::POLICY_DEFAULT: break;
     case wire::PromptProtection::PROTECT: params.protect_prompt = true; break;
     case wire::PromptProtection::UNPROTECTED: params.protect_prompt = false; break;
     default: return make_error(Errc::kInvalidArgument, "unknown prompt protection");
   }
-  params.recent_window = wire.getRecentWindow();
-  params.value_protect_ratio = wire.getValueProtectRatio();
-  params.value_protect_tokens = wire.getValueProtectTokens();
-  params.rkv_lambda = wire.getRkvLambda();
-  params.int8_ratio = wire.getInt8Ratio();
-  params.int8_tokens = wire.getInt8Tokens();
   if (auto ok = tier::validate(params); !ok) return tl::unexpected(ok.error());
   return params;
 }

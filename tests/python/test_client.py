@@ -46,6 +46,23 @@ def test_out_of_range_tier_parameter_is_named(daemon):
             client.open_sequence(8, hbm_ratio=1.5)
 
 
+def test_open_sequence_keywords_are_the_tier_parameter_table(daemon):
+    # The keywords come from protocol/tier_param_table.hpp: every one is in the signature, an
+    # unknown one or a wrong type is a TypeError, and an int passes for a float.
+    signature = kvtier.Client.open_sequence.__doc__.splitlines()[0]
+    for name in ("sink_tokens", "hbm_ratio", "rkv_lambda", "int8_tokens", "mode", "tokens_per_position"):
+        assert f"{name}: " in signature
+    with daemon.connect() as client:
+        client.register_model(LAYERS, HEADS, DIM, kvtier.DType.F32, 128)
+        with pytest.raises(TypeError, match="unexpected keyword argument 'hbm_ration'"):
+            client.open_sequence(8, hbm_ration=0.5)
+        with pytest.raises(TypeError, match="sink_tokens has the wrong type"):
+            client.open_sequence(8, sink_tokens=1.5)
+        with pytest.raises(TypeError, match="mode has the wrong type"):
+            client.open_sequence(8, mode="cumulative")
+        client.close_sequence(client.open_sequence(8, hbm_ratio=1, sink_tokens=None))
+
+
 def test_policy_parameters_reach_the_daemon_and_are_checked(daemon):
     with daemon.connect() as client:
         client.register_model(LAYERS, HEADS, DIM, kvtier.DType.F32, 128)

@@ -17,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -106,51 +107,87 @@ void bind_lifecycle(nb::class_<ClientObject>& c) {
            "The daemon's status report. Needs a client connected with Role.ADMIN (and the daemon's admin group).");
 }
 
+// open_sequence's keywords: the tier parameter table's numbers (Python int or float as their C
+// type), its choices, and the two options that are not tier parameters; each None by default.
+struct Keyword {
+  const char* name;
+  const char* type;
+};
+#define KVTIER_PY_KEYWORD(name, Wire, Type, value, range, help) {#name, std::is_integral_v<Type> ? "int" : "float"},
+constexpr Keyword kOpenKeywords[] = {KVTIER_TIER_NUMBERS(KVTIER_PY_KEYWORD){"mode", "EvictionMode"},
+                                     {"policy", "Policy"},
+                                     {"protect_prompt", "bool"},
+                                     {"key_digest_dim", "int"},
+                                     {"tokens_per_position", "int"}};
+#undef KVTIER_PY_KEYWORD
+#define KVTIER_PY_COUNT(name, Wire) +1
+static_assert(0 KVTIER_TIER_CHOICES(KVTIER_PY_COUNT) == 3, "a new tier choice needs its keyword above");
+#undef KVTIER_PY_COUNT
+
+std::string open_sequence_signature() {
+  std::string sig = "def open_sequence(self, prompt_length: int, *";
+  for (const Keyword& k : kOpenKeywords) sig += std::string(", ") + k.name + ": " + k.type + " | None = None";
+  return sig + ") -> int";
+}
+
+// kwargs[name] into `out` when given and not None; TypeError when it has the wrong type.
+template <class T>
+void take(const nb::kwargs& kwargs, const char* name, std::optional<T>& out, int& used) {
+  if (!kwargs.contains(name)) return;
+  ++used;
+  const nb::handle value = kwargs[name];
+  if (value.is_none()) return;
+  T parsed{};
+  if (!nb::try_cast<T>(value, parsed)) {
+    throw nb::type_error(("open_sequence(): " + std::string(name) + " has the wrong type (" +
+                          nb::type_name(value.type()).c_str() + ")")
+                             .c_str());
+  }
+  out = parsed;
+}
+
+std::uint32_t open_sequence(ClientObject& self, std::uint32_t prompt_length, const nb::kwargs& kwargs) {
+  SequenceParams p;
+  int used = 0;
+#define KVTIER_PY_TAKE(name, Wire, Type, value, range, help) take(kwargs, #name, p.name, used);
+  KVTIER_TIER_NUMBERS(KVTIER_PY_TAKE)
+#undef KVTIER_PY_TAKE
+  take(kwargs, "mode", p.mode, used);
+  take(kwargs, "policy", p.policy, used);
+  take(kwargs, "protect_prompt", p.protect_prompt, used);
+  take(kwargs, "key_digest_dim", p.key_digest_dim, used);
+  take(kwargs, "tokens_per_position", p.tokens_per_position, used);
+  if (static_cast<std::size_t>(used) != kwargs.size()) {
+    for (const auto [key, value] : kwargs) {
+      const std::string name = nb::str(key).c_str();
+      bool known = false;
+      for (const Keyword& k : kOpenKeywords) known = known || name == k.name;
+      if (!known) throw nb::type_error(("open_sequence() got an unexpected keyword argument '" + name + "'").c_str());
+    }
+  }
+  nb::gil_scoped_release release;
+  return self.open_sequence(prompt_length, p);
+}
+
 void bind_engine(nb::class_<ClientObject>& c) {
   c.def("register_model", &PyClient::register_model, "num_layers"_a, "num_kv_heads"_a, "head_dim"_a, "dtype"_a,
         "pool_tokens"_a, "model_name"_a = nb::none(), nb::kw_only(), "int8_pool_tokens"_a = 0, "weight"_a = 0, Release(),
         "Registers the model's KV geometry; the daemon creates this client's DDR pool of pool_tokens rows and, with "
         "int8_pool_tokens > 0, an int8 (T2) pool. weight: this client's share of the node DDR budget under pressure "
         "(0 = 1). Engine role only, once per client.");
-  c.def(
-      "open_sequence",
-      [](ClientObject& self, std::uint32_t prompt_length, std::optional<double> hbm_ratio,
-         std::optional<double> evict_ratio, std::optional<std::uint32_t> sink_tokens,
-         std::optional<std::uint32_t> window_tokens, std::optional<std::uint32_t> interval,
-         std::optional<double> hysteresis, std::optional<double> decay, std::optional<std::uint32_t> hbm_tokens,
-         std::optional<std::uint32_t> evict_tokens, std::optional<kvtier_eviction_mode> mode,
-         std::optional<double> int8_ratio, std::optional<std::uint32_t> int8_tokens,
-         std::optional<kvtier_policy> policy, std::optional<std::uint64_t> seed, std::optional<bool> protect_prompt,
-         std::optional<std::uint32_t> recent_window, std::optional<double> value_protect_ratio,
-         std::optional<std::uint32_t> value_protect_tokens, std::optional<double> rkv_lambda,
-         std::optional<std::uint32_t> key_digest_dim, std::optional<std::uint32_t> tokens_per_position) {
-        const SequenceParams p{sink_tokens,    window_tokens, interval,      hbm_tokens,           evict_tokens,
-                               hbm_ratio,      evict_ratio,   hysteresis,    decay,                mode,
-                               int8_ratio,     int8_tokens,   policy,        seed,                 protect_prompt,
-                               recent_window,  value_protect_tokens,         key_digest_dim,       value_protect_ratio,
-                               rkv_lambda,     tokens_per_position};
-        nb::gil_scoped_release release;
-        return self.open_sequence(prompt_length, p);
-      },
-      "prompt_length"_a, nb::kw_only(), "hbm_ratio"_a = nb::none(), "evict_ratio"_a = nb::none(),
-      "sink_tokens"_a = nb::none(), "window_tokens"_a = nb::none(), "interval"_a = nb::none(),
-      "hysteresis"_a = nb::none(), "decay"_a = nb::none(), "hbm_tokens"_a = nb::none(), "evict_tokens"_a = nb::none(),
-      "mode"_a = nb::none(), "int8_ratio"_a = nb::none(), "int8_tokens"_a = nb::none(), "policy"_a = nb::none(),
-      "seed"_a = nb::none(), "protect_prompt"_a = nb::none(), "recent_window"_a = nb::none(),
-      "value_protect_ratio"_a = nb::none(), "value_protect_tokens"_a = nb::none(), "rkv_lambda"_a = nb::none(),
-      "key_digest_dim"_a = nb::none(), "tokens_per_position"_a = nb::none(),
-      "Opens a sequence whose first prompt_length positions are the (protected) prompt and returns its id. "
-      "Tier parameters left None keep the paper's defaults (k_s 4, k_w 128, interval 64, beta 0.5, r 0); with "
-      "none given the daemon's configured defaults apply. int8_ratio / int8_tokens: of the survivors not kept in "
-      "T0 the lowest-ranked share goes to the int8 tier T2 (lossy; needs register_model(int8_pool_tokens > 0)). "
-      "policy (Policy.PAPER default) ranks the tokens; seed (random, vase), protect_prompt (None: the policy's "
-      "default), recent_window (vase, r_kv), value_protect_ratio / value_protect_tokens (vase), rkv_lambda and "
-      "key_digest_dim (r_kv) tune it; vase needs push_features(Feature.VALUE_RANGE) and r_kv "
-      "push_features(Feature.KEY_DIGEST) for every position. "
-      "tokens_per_position: tokens one position stands for (an engine tiering whole blocks passes its block "
-      "size; None: 1); the *_tokens parameters and the daemon's defaults are in tokens and kvtierd converts them "
-      "(sink, window, hbm, value_protect rounded up; evict, int8 down), prompt_length is in positions. "
-      "Out-of-range values raise InvalidArgumentError naming the field.");
+  c.def("open_sequence", &open_sequence, "prompt_length"_a, "kwargs"_a, nb::sig(open_sequence_signature().c_str()),
+        "Opens a sequence whose first prompt_length positions are the (protected) prompt and returns its id. "
+        "Tier parameters left None keep the paper's defaults (k_s 4, k_w 128, interval 64, beta 0.5, r 0); with "
+        "none given the daemon's configured defaults apply. int8_ratio / int8_tokens: of the survivors not kept in "
+        "T0 the lowest-ranked share goes to the int8 tier T2 (lossy; needs register_model(int8_pool_tokens > 0)). "
+        "policy (Policy.PAPER default) ranks the tokens; seed (random, vase), protect_prompt (None: the policy's "
+        "default), recent_window (vase, r_kv), value_protect_ratio / value_protect_tokens (vase), rkv_lambda and "
+        "key_digest_dim (r_kv) tune it; vase needs push_features(Feature.VALUE_RANGE) and r_kv "
+        "push_features(Feature.KEY_DIGEST) for every position. "
+        "tokens_per_position: tokens one position stands for (an engine tiering whole blocks passes its block "
+        "size; None: 1); the *_tokens parameters and the daemon's defaults are in tokens and kvtierd converts them "
+        "(sink, window, hbm, value_protect rounded up; evict, int8 down), prompt_length is in positions. "
+        "Out-of-range values raise InvalidArgumentError naming the field.");
   c.def(
       "close_sequence",
       [](ClientObject& self, std::uint32_t sequence) {

@@ -96,30 +96,16 @@ std::uint32_t PyClient::open_sequence(std::uint32_t prompt_length, const Sequenc
   kvtier_sequence_options o;
   kvtier_sequence_options_init(&o);
   o.prompt_length = prompt_length;
-  const bool any = p.sink_tokens || p.window_tokens || p.interval || p.hbm_tokens || p.evict_tokens || p.hbm_ratio ||
-                   p.evict_ratio || p.hysteresis || p.decay || p.mode || p.int8_ratio || p.int8_tokens || p.policy ||
-                   p.seed || p.protect_prompt || p.recent_window || p.value_protect_tokens || p.key_digest_dim ||
-                   p.value_protect_ratio || p.rkv_lambda;
+  bool any = p.mode || p.policy || p.protect_prompt || p.key_digest_dim;
+#define KVTIER_PY_APPLY(name, Wire, Type, value, range, help) \
+  any = any || p.name.has_value();                          \
+  o.name = p.name.value_or(o.name);
+  KVTIER_TIER_NUMBERS(KVTIER_PY_APPLY)
+#undef KVTIER_PY_APPLY
   o.use_defaults = any ? 0 : 1;
-  o.sink_tokens = p.sink_tokens.value_or(o.sink_tokens);
-  o.window_tokens = p.window_tokens.value_or(o.window_tokens);
-  o.interval = p.interval.value_or(o.interval);
-  o.hbm_tokens = p.hbm_tokens.value_or(o.hbm_tokens);
-  o.evict_tokens = p.evict_tokens.value_or(o.evict_tokens);
-  o.hbm_ratio = p.hbm_ratio.value_or(o.hbm_ratio);
-  o.evict_ratio = p.evict_ratio.value_or(o.evict_ratio);
-  o.hysteresis = p.hysteresis.value_or(o.hysteresis);
-  o.decay = p.decay.value_or(o.decay);
   o.mode = p.mode.value_or(o.mode);
-  o.int8_ratio = p.int8_ratio.value_or(o.int8_ratio);
-  o.int8_tokens = p.int8_tokens.value_or(o.int8_tokens);
   o.policy = p.policy.value_or(o.policy);
-  o.seed = p.seed.value_or(o.seed);
   if (p.protect_prompt) o.protect_prompt = *p.protect_prompt ? 1 : 0;
-  o.recent_window = p.recent_window.value_or(o.recent_window);
-  o.value_protect_ratio = p.value_protect_ratio.value_or(o.value_protect_ratio);
-  o.value_protect_tokens = p.value_protect_tokens.value_or(o.value_protect_tokens);
-  o.rkv_lambda = p.rkv_lambda.value_or(o.rkv_lambda);
   o.key_digest_dim = p.key_digest_dim.value_or(o.key_digest_dim);
   o.tokens_per_position = p.tokens_per_position.value_or(o.tokens_per_position);
   std::uint32_t sequence = 0;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kvtier/kvtier.h"
+#include "kvtier/protocol/tier_param_table.hpp"
 
 namespace kvtier::python {
 
@@ -48,21 +49,19 @@ struct StagedLayer {
 };
 
 // Tier parameters of kvtier_sequence_open_with; unset fields keep the paper's defaults, and a
-// sequence with no field set uses the daemon's configured defaults.
+// sequence with no field set uses the daemon's configured defaults. The numbers are the tier
+// parameter table's (protocol/tier_param_table.hpp), each as its C type.
 struct SequenceParams {
-  std::optional<std::uint32_t> sink_tokens, window_tokens, interval, hbm_tokens, evict_tokens;
-  std::optional<double> hbm_ratio, evict_ratio, hysteresis, decay;
+#define KVTIER_PY_FIELD(name, Wire, Type, value, range, help) std::optional<Type> name;
+  KVTIER_TIER_NUMBERS(KVTIER_PY_FIELD)
+#undef KVTIER_PY_FIELD
+  // The table's choices.
   std::optional<kvtier_eviction_mode> mode;
-  std::optional<double> int8_ratio;        // T2 budget (needs an int8 pool): share of the T1 survivors
-  std::optional<std::uint32_t> int8_tokens;  // absolute T2 budget; 0 = int8_ratio
-  // Policy and its parameters (kvtier_sequence_options documents each).
   std::optional<kvtier_policy> policy;
-  std::optional<std::uint64_t> seed;
   std::optional<bool> protect_prompt;
-  std::optional<std::uint32_t> recent_window, value_protect_tokens, key_digest_dim;
-  std::optional<double> value_protect_ratio, rkv_lambda;
-  // Not a tier parameter (kept with the daemon's defaults): tokens one position stands for.
-  std::optional<std::uint32_t> tokens_per_position;
+  // Not tier parameters (kept with the daemon's defaults): r_kv's digest width, and the tokens one
+  // position stands for.
+  std::optional<std::uint32_t> key_digest_dim, tokens_per_position;
 };
 
 // kvtier_kv_layout with owned pointer arrays.

@@ -10,6 +10,10 @@
 namespace kvtier::config::detail {
 namespace {
 
+// [tiering]'s real keys take their ranges from the tier parameter table, so a node default is
+// never one a sequence would refuse.
+namespace R = protocol::tier_ranges;
+
 constexpr std::uint64_t kKiB = 1024;
 constexpr std::uint64_t kMiB = kKiB * 1024;
 constexpr std::uint64_t kPiB = kMiB * kMiB * 1024;
@@ -188,18 +192,18 @@ const std::array<FieldSpec, 35> kFields = {{
   {.table = "tiering", .key = "hbm_ratio",
    .help = "share of surviving unprotected tokens kept in T0, 0..1",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.hbm_ratio; },
-   .real_min = 0.0, .real_max = 1.0},
+   .real = R::hbm_ratio},
   {.table = "tiering", .key = "evict_ratio",
    .help = "fraction of unprotected tokens destroyed (T3), read per eviction_mode, 0..1",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.evict_ratio; },
-   .real_min = 0.0, .real_max = 1.0},
+   .real = R::evict_ratio},
   {.table = "tiering", .key = "hysteresis",
-   .help = "relative score margin before a token changes tier, 0..1; 0 = none",
+   .help = "relative score margin before a token changes tier, [0, 1); 0 = none",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.hysteresis; },
-   .real_min = 0.0, .real_max = 1.0},
+   .real = R::hysteresis},
   {.table = "tiering", .key = "decay", .help = "per-step score multiplier, (0, 1]; 1 = none",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.decay; },
-   .real_min = 0.0, .real_max = 1.0, .real_min_open = true},
+   .real = R::decay},
   {.table = "tiering", .key = "eviction_mode",
    .help = "cumulative, paper-algorithm or paper-prototype",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.eviction_mode; },
@@ -214,7 +218,7 @@ const std::array<FieldSpec, 35> kFields = {{
   {.table = "tiering", .key = "int8_ratio",
    .help = "share of the tokens not kept in T0 quantized to int8 (T2), 0..1; 0 = off",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.int8_ratio; },
-   .real_min = 0.0, .real_max = 1.0},
+   .real = R::int8_ratio},
 
   {.table = "pools", .key = "ddr_bytes_total",
    .help = "node-wide DDR row bytes in use; 0 = min(/dev/shm size, half the memory), derived at start",
@@ -289,10 +293,10 @@ std::string check_uint(const FieldSpec& spec, std::uint64_t value) {
 }
 
 std::string check_real(const FieldSpec& spec, double value) {
-  const bool above_min = spec.real_min_open ? value > spec.real_min : value >= spec.real_min;
-  if (above_min && value <= spec.real_max) return {};  // false for NaN
-  return std::string("must be in ") + (spec.real_min_open ? "(" : "[") +
-         format_real(spec.real_min) + ", " + format_real(spec.real_max) + "]";
+  const protocol::ParamRange& r = spec.real;
+  if (protocol::in_range(value, r)) return {};  // false for NaN
+  return std::string("must be in ") + (r.min_open ? "(" : "[") + format_real(r.min) + ", " + format_real(r.max) +
+         (r.max_open ? ")" : "]");
 }
 
 std::string check_text(const FieldSpec& spec, std::string_view value) {

@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "kvtier/config/config.hpp"
+#include "kvtier/protocol/tier_param_table.hpp"
 
 namespace kvtier::config::detail {
 
@@ -28,10 +29,9 @@ struct FieldSpec {
   std::uint64_t int_min = 0;
   std::uint64_t int_max = 0;
   std::string (*int_rule)(std::uint64_t) = nullptr;
-  // Real keys: [real_min, real_max], or (real_min, real_max] when real_min_open. NaN never fits.
-  double real_min = 0.0;
-  double real_max = 0.0;
-  bool real_min_open = false;
+  // Real keys: the interval the value must lie in (the tier parameter table's, for [tiering]).
+  // NaN never fits.
+  protocol::ParamRange real{};
   // Text keys (strings, paths, enum names): returns what is required, or "" when `text` fits.
   std::string (*text_rule)(std::string_view text) = nullptr;
 };

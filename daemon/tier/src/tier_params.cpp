@@ -24,25 +24,13 @@ Status bad(std::string_view field, std::string_view range, double value) {
 }  // namespace
 
 Status validate(const TierParams& params) {
-  // Written as !(in range) so that NaN fails every check.
-  if (!(params.hbm_ratio >= 0.0 && params.hbm_ratio <= 1.0)) {
-    return bad("hbm_ratio", "[0, 1]", params.hbm_ratio);
+  // Each number's range from the tier parameter table; written as !(in range) so NaN fails.
+#define KVTIER_CHECK_RANGE(name, Wire, Type, value, range, help)                                 \
+  if (!protocol::in_range(static_cast<double>(params.name), protocol::tier_ranges::name)) {       \
+    return bad(#name, protocol::tier_ranges::name.text, static_cast<double>(params.name));       \
   }
-  if (!(params.evict_ratio >= 0.0 && params.evict_ratio <= 1.0)) {
-    return bad("evict_ratio", "[0, 1]", params.evict_ratio);
-  }
-  if (!(params.int8_ratio >= 0.0 && params.int8_ratio <= 1.0)) {
-    return bad("int8_ratio", "[0, 1]", params.int8_ratio);
-  }
-  if (!(params.hysteresis >= 0.0 && params.hysteresis < 1.0)) {
-    return bad("hysteresis", "[0, 1)", params.hysteresis);
-  }
-  if (!(params.decay > 0.0 && params.decay <= 1.0)) {
-    return bad("decay", "(0, 1]", params.decay);
-  }
-  if (params.interval < 1) {
-    return make_error(Errc::kInvalidArgument, "tier params: interval must be >= 1, got 0");
-  }
+  KVTIER_TIER_NUMBERS(KVTIER_CHECK_RANGE)
+#undef KVTIER_CHECK_RANGE
   switch (params.mode) {
     case EvictionMode::kCumulative:
     case EvictionMode::kPaperAlgorithm:
@@ -71,12 +59,6 @@ Status validate(const TierParams& params) {
                       "tier params: hysteresis must be 0 with policy " +
                           std::string(policy_name(params.policy)) + " (paper and h2o only), got " +
                           fmt(params.hysteresis));
-  }
-  if (!(params.value_protect_ratio >= 0.0 && params.value_protect_ratio <= 1.0)) {
-    return bad("value_protect_ratio", "[0, 1]", params.value_protect_ratio);
-  }
-  if (!(params.rkv_lambda >= 0.0 && params.rkv_lambda <= 1.0)) {
-    return bad("rkv_lambda", "[0, 1]", params.rkv_lambda);
   }
   if (!(params.rkv_threshold >= -1.0 && params.rkv_threshold < 1.0)) {
     return bad("rkv_threshold", "[-1, 1)", params.rkv_threshold);

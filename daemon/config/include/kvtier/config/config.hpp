@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "kvtier/base/error.hpp"
+#include "kvtier/protocol/tier_param_table.hpp"
 
 namespace kvtier::config {
 
@@ -79,21 +80,24 @@ struct LimitsSection {
 };
 
 // [tiering] Defaults for the tier engine. Plain fields on purpose: the daemon copies them into
-// the tier library's own parameter struct, so this module does not depend on it.
+// the tier library's own parameter struct, so this module does not depend on it. Their defaults
+// and real ranges are the tier parameter table's (protocol/tier_param_table.hpp).
+namespace tier_defaults = protocol::tier_defaults;
+
 struct TieringSection {
   // In tokens: a sequence whose positions are blocks (TierParams.tokensPerPosition) gets them
   // rounded up to whole positions.
-  std::uint32_t sink_tokens = 4;      // first generated tokens always kept in T0
-  std::uint32_t window_tokens = 128;  // newest tokens always kept in T0
-  std::uint32_t interval = 64;        // re-tier every `interval` decode steps (Δ)
-  double hbm_ratio = 0.5;             // β: share of surviving unprotected tokens kept in T0
-  double evict_ratio = 0.0;           // r: see EvictionMode; 0 = never destroy a token
-  double hysteresis = 0.0;            // margin before a token changes tier; 0 = none
-  double decay = 1.0;                 // per-step score multiplier; 1 = no decay (paper)
+  std::uint32_t sink_tokens = tier_defaults::sink_tokens;  // first generated tokens always kept in T0
+  std::uint32_t window_tokens = tier_defaults::window_tokens;  // newest tokens always kept in T0
+  std::uint32_t interval = tier_defaults::interval;  // re-tier every `interval` decode steps (Δ)
+  double hbm_ratio = tier_defaults::hbm_ratio;  // β: share of surviving unprotected tokens kept in T0
+  double evict_ratio = tier_defaults::evict_ratio;  // r: see EvictionMode; 0 = never destroy a token
+  double hysteresis = tier_defaults::hysteresis;  // margin before a token changes tier; 0 = none
+  double decay = tier_defaults::decay;  // per-step score multiplier; 1 = no decay (paper)
   EvictionMode eviction_mode = EvictionMode::kCumulative;
   std::string policy = "paper";  // paper, h2o, streaming_llm, random, vase, r_kv
   std::uint64_t seed = 0;        // random, vase: each sequence derives its own seed from it
-  double int8_ratio = 0.0;       // share of the non-T0 survivors quantized to T2; 0 = off
+  double int8_ratio = tier_defaults::int8_ratio;  // share of the non-T0 survivors quantized to T2; 0 = off
 
   bool operator==(const TieringSection&) const = default;
 };

@@ -40,6 +40,7 @@
 #include <string_view>
 
 #include "kvtier/base/error.hpp"
+#include "kvtier/protocol/tier_param_table.hpp"
 #include "kvtier/tier/policy_kind.hpp"
 
 namespace kvtier::tier {
@@ -50,23 +51,27 @@ enum class EvictionMode : std::uint8_t {
   kPaperPrototype = 2,   // r and β on GPU-resident unprotected tokens only; T1 immune
 };
 
+// The client-settable fields take their defaults (and validate() their ranges) from the tier
+// parameter table, protocol/tier_param_table.hpp.
+namespace defaults = protocol::tier_defaults;
+
 struct TierParams {
-  std::uint32_t sink_tokens = 4;     // k_s: first generated positions [P, P+k_s), always T0
-  std::uint32_t window_tokens = 128; // k_w: newest positions, always T0
-  std::uint32_t interval = 64;       // Δ: decode steps between decisions (due())
-  double hbm_ratio = 0.5;            // β: share of the surviving unprotected tokens kept in T0
-  double evict_ratio = 0.0;          // r: see the mode semantics above
+  std::uint32_t sink_tokens = defaults::sink_tokens;  // k_s: first generated positions [P, P+k_s), always T0
+  std::uint32_t window_tokens = defaults::window_tokens;  // k_w: newest positions, always T0
+  std::uint32_t interval = defaults::interval;  // Δ: decode steps between decisions (due())
+  double hbm_ratio = defaults::hbm_ratio;  // β: share of the surviving unprotected tokens kept in T0
+  double evict_ratio = defaults::evict_ratio;  // r: see the mode semantics above
   // Relative margin before a token flips T0<->T1 (kCumulative, kPaperAlgorithm; no effect in
   // kPaperPrototype). See SequenceTiers::decide() for the rule and the budget deviation it allows.
-  double hysteresis = 0.0;
+  double hysteresis = defaults::hysteresis;
   // 1 = no decay. Below 1, end_step() multiplies every score by decay, so a score is the EMA-like
   // sum s = Σ_j decay^(t−j+1)·x_j over the steps j ≤ t seen so far (per-interval sums add
   // Σ_j decay^(t−j)·x_j over the interval before its last end_step; interval_scores.hpp).
-  double decay = 1.0;
-  std::uint32_t hbm_tokens = 0;      // absolute T0 budget for unprotected tokens; 0 = hbm_ratio
-  std::uint32_t evict_tokens = 0;    // absolute destroyed-token budget; 0 = evict_ratio
-  double int8_ratio = 0.0;           // share of the non-T0 survivors placed in T2; 0 = T2 off
-  std::uint32_t int8_tokens = 0;     // absolute T2 budget; 0 = int8_ratio
+  double decay = defaults::decay;
+  std::uint32_t hbm_tokens = defaults::hbm_tokens;  // absolute T0 budget for unprotected tokens; 0 = hbm_ratio
+  std::uint32_t evict_tokens = defaults::evict_tokens;  // absolute destroyed-token budget; 0 = evict_ratio
+  double int8_ratio = defaults::int8_ratio;  // share of the non-T0 survivors placed in T2; 0 = T2 off
+  std::uint32_t int8_tokens = defaults::int8_tokens;  // absolute T2 budget; 0 = int8_ratio
   EvictionMode mode = EvictionMode::kCumulative;
 
   // --- policy (policy.hpp documents each one) ---
@@ -76,19 +81,19 @@ struct TierParams {
   std::optional<bool> protect_prompt;
   // random, vase: randomness is a pure function of (seed, decision step, position). The daemon
   // should derive it per sequence (e.g. config seed ^ sequence id) so sequences differ.
-  std::uint64_t seed = 0;
+  std::uint64_t seed = defaults::seed;
   // vase, r_kv: time constant (steps) of the recent-attention EMA; 0 = the policy's default
   // (vase 64 = VaSE's R, r_kv 8 = R-KV's α).
-  std::uint32_t recent_window = 0;
+  std::uint32_t recent_window = defaults::recent_window;
   // vase: the largest value ranges reserved in T0, as a share of the T0 budget n_hbm (VaSE's
   // "faithful" n_large = B/4), or an absolute count when value_protect_tokens != 0 (clamped to
   // n_hbm either way).
-  double value_protect_ratio = 0.25;
-  std::uint32_t value_protect_tokens = 0;
+  double value_protect_ratio = defaults::value_protect_ratio;
+  std::uint32_t value_protect_tokens = defaults::value_protect_tokens;
   // r_kv: Z = λ·I − (1 − λ)·R with λ = rkv_lambda; keys with cosine > rkv_threshold are near
   // duplicates; a row's newest near duplicate is searched among the redundancy_horizon newest
   // candidates (0: no sparing).
-  double rkv_lambda = 0.1;
+  double rkv_lambda = defaults::rkv_lambda;
   double rkv_threshold = 0.5;
   std::uint32_t redundancy_horizon = 128;
 };
@@ -128,11 +133,11 @@ constexpr bool int8_enabled(const TierParams& params) noexcept {
 }
 
 // kInvalidArgument naming the first offending field and its value, e.g.
-// "tier params: hbm_ratio must be in [0, 1], got 1.5". Checks: hbm_ratio, evict_ratio and
-// int8_ratio in [0, 1], hysteresis in [0, 1), decay in (0, 1], interval >= 1, mode and policy
-// known enumerators, int8_ratio and int8_tokens 0 in kPaperPrototype, hysteresis 0 unless the
-// policy supports it (paper, h2o), value_protect_ratio and rkv_lambda in [0, 1], rkv_threshold
-// in [-1, 1).
+// "tier params: hbm_ratio must be in [0, 1], got 1.5". Checks: every number of the tier
+// parameter table in its range (ratios in [0, 1], hysteresis in [0, 1), decay in (0, 1],
+// interval >= 1), mode and policy known enumerators, int8_ratio and int8_tokens 0 in
+// kPaperPrototype, hysteresis 0 unless the policy supports it (paper, h2o), rkv_threshold in
+// [-1, 1).
 Status validate(const TierParams& params);
 
 // "cumulative", "paper-algorithm", "paper-prototype"; "unknown" outside the enum.
