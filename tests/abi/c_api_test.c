@@ -140,11 +140,41 @@ static int handoff_online(kvtier_client* client, uint32_t sequence) {
   return 0;
 }
 
+/* The engine helpers take no handle: rows copied between two host views, a bad index refused with
+ * nothing copied and the detail in this thread's last error; block scores of one full block. */
+static int engine_helpers(void) {
+  float src[2][4] = {{1, 2, 3, 4}, {5, 6, 7, 8}}; /* 2 heads x 4 rows of one float */
+  float dst[2][3] = {{0}};
+  const kvtier_head_rows s = {src, 4, sizeof(float), sizeof(src[0])};
+  const kvtier_head_rows d = {dst, 3, sizeof(float), sizeof(dst[0])};
+  const int64_t from[2] = {3, 1}, to[2] = {0, 2}, bad[2] = {3, 4};
+  CHECK(kvtier_copy_rows(&d, &s, 2, sizeof(float), from, to, 2) == KVTIER_OK);
+  CHECK(dst[0][0] == 4 && dst[0][2] == 2 && dst[1][0] == 8 && dst[1][2] == 6 && dst[0][1] == 0);
+  CHECK(strcmp(kvtier_thread_last_error(), "") == 0);
+  CHECK(kvtier_copy_rows(&d, &s, 2, sizeof(float), from, bad, 2) == KVTIER_E_INVALID_ARGUMENT);
+  CHECK(strlen(kvtier_thread_last_error()) > 0);
+  CHECK(dst[0][0] == 4); /* unchanged */
+  CHECK(kvtier_copy_rows(NULL, &s, 2, sizeof(float), from, to, 2) == KVTIER_E_INVALID_ARGUMENT);
+
+  /* One row, one query, one head of dim 1, two blocks of 2 keys (the second partial: 3 keys). */
+  const float keys[2][1][2][1] = {{{{1}, {1}}}, {{{1}, {0}}}};
+  const float query[1] = {1};
+  const int32_t table[2] = {0, 1}, lens[1] = {3}, starts[2] = {0, 1};
+  float out[2] = {-1, -1};
+  const kvtier_paged_keys k = {keys, KVTIER_DTYPE_F32, 2, 1, 2, 1, 2, 2, 1, 1};
+  const kvtier_score_batch b = {query, 1, 1, table, 1, 2, lens, starts, 1.0f};
+  CHECK(kvtier_block_scores(&k, &b, out, 2) == KVTIER_OK);
+  CHECK(out[0] > 0.0f && out[0] < 1.0f && out[1] == 0.0f); /* the partial block gets no score */
+  CHECK(kvtier_block_scores(&k, &b, out, 1) == KVTIER_E_INVALID_ARGUMENT); /* out_stride < table width */
+  return 0;
+}
+
 static int offline(void) {
   kvtier_connect_options options;
   kvtier_client* client = NULL;
   if (option_defaults() != 0) return 1;
   if (handoff_offline() != 0) return 1;
+  if (engine_helpers() != 0) return 1;
   CHECK(strcmp(kvtier_status_string(KVTIER_OK), "ok") == 0);
   CHECK(strcmp(kvtier_status_string(KVTIER_E_VERSION_MISMATCH), "version_mismatch") == 0);
   CHECK(strcmp(kvtier_status_string((kvtier_status)999), "unknown") == 0);
