@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kvtier
+from kvtierd_process import Daemon
 
 LAYERS, HEADS, DIM, SLOTS = 2, 2, 4, 64
 
@@ -196,6 +197,14 @@ def test_plan_moves_rows_to_the_pool_and_stage_layer_returns_them_exactly(daemon
         assert client.sync(60_000)
         assert sequence_info(admin, client, seq).tokens_t1 == rows
         assert sequence_info(admin, client, seq).tokens_t3 == 0
+        # The admin's placement view: every position of the sequence in one run list, the moved
+        # ones in T1.
+        placement = admin.placement(client.versions().client_id, seq)
+        assert placement.length == sequence_info(admin, client, seq).tokens
+        assert sum(count for _, count in placement.runs) == placement.length
+        assert sum(count for tier, count in placement.runs if tier == kvtier.Tier.T1) == rows
+        with pytest.raises(kvtier.NotFoundError):
+            admin.placement(client.versions().client_id, seq + 1000)
         client.close_sequence(seq)
 
 
@@ -216,7 +225,24 @@ def test_plan_acknowledged_as_not_applied_keeps_the_placement(daemon):
         assert (again.from_tiers == kvtier.Tier.T0).all()
         assert set(plan.positions.tolist()) <= set(again.positions.tolist())
         assert sequence_info(admin, client, seq).tokens_t1 == 0
+        # The rollback is one of kvtierd's recorded decisions.
+        events = admin.events(1024)
+        assert events.recorded >= 1 and events.capacity >= len(events.events)
+        failed = [e for e in events.events if e.kind == kvtier.EventKind.PLAN_FAILED and e.sequence_id == seq]
+        assert failed and failed[0].client_id == client.versions().client_id
+        with pytest.raises(kvtier.InvalidArgumentError):
+            admin.events(0)
         client.ack_plan(again.epoch, applied=False)
+
+
+def test_status_names_the_metrics_address():
+    daemon = Daemon(["--set", "metrics.listen=127.0.0.1:0"])
+    try:
+        with daemon.connect("admin", kvtier.Role.ADMIN) as admin:
+            address = admin.status().metrics_address
+            assert address.startswith("127.0.0.1:") and int(address.rsplit(":", 1)[1]) > 0
+    finally:
+        daemon.stop()
 
 
 def test_execute_plan_checks_the_slot_count(daemon):

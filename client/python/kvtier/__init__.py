@@ -49,12 +49,16 @@ from ._kvtier import (
     Client,
     ClientInfo,
     Counters,
+    DaemonEvents,
     DaemonStatus,
     DType,
+    Event,
+    EventKind,
     EvictionMode,
     Feature,
     Handoff,
     Move,
+    Placement,
     Plan,
     Policy,
     Role,
@@ -68,7 +72,6 @@ from ._kvtier import (
     default_socket_path,
     status_string,
 )
-
 from ._rows import copy_rows
 
 __version__ = "0.1.0"
@@ -90,7 +93,10 @@ __all__ = [
     "ClientInfo",
     "Counters",
     "DType",
+    "DaemonEvents",
     "DaemonStatus",
+    "Event",
+    "EventKind",
     "EvictionMode",
     "Feature",
     "Handoff",
@@ -103,6 +109,7 @@ __all__ = [
     "Move",
     "NotFoundError",
     "PermissionDeniedError",
+    "Placement",
     "Plan",
     "Policy",
     "ProtocolError",

@@ -69,6 +69,27 @@ class Tier(enum.IntEnum):
     from_tier of hand-off moves only: the exporter's cache (adopt_sequence)
     """
 
+class EventKind(enum.IntEnum):
+    """What kvtierd decided (kvtier_event_kind)."""
+
+    PRESSURE_DEMOTION = 0
+    """a relief plan quantized `tokens` T1 rows to T2"""
+
+    PRESSURE_EVICTION = 1
+    """a relief plan destroyed `tokens` T1 tokens (T3)"""
+
+    BACKPRESSURE = 2
+    """a plan kept `tokens` tokens where they were"""
+
+    PLAN_FAILED = 3
+    """the client reported a plan as not applied: rolled back"""
+
+    RECLAIM = 4
+    """the client's process exited; what it held was freed"""
+
+    SESSION_ERROR = 5
+    """kvtierd ended the client's session"""
+
 class Backpressure(enum.IntEnum):
     """Why the daemon last kept tokens in T0 for lack of a host row."""
 
@@ -524,7 +545,72 @@ class DaemonStatus:
     def int8_bytes_used(self) -> int: ...
 
     @property
+    def metrics_address(self) -> str:
+        """
+        ADDRESS:PORT where kvtierd serves Prometheus metrics at /metrics; empty: off.
+        """
+
+    @property
     def clients(self) -> list[ClientInfo]: ...
+
+class Event:
+    """One decision kvtierd recorded about a client (kvtier_event)."""
+
+    @property
+    def sequence(self) -> int:
+        """1, 2, ...: the order kvtierd recorded events in."""
+
+    @property
+    def unix_ms(self) -> int: ...
+
+    @property
+    def kind(self) -> EventKind: ...
+
+    @property
+    def client_id(self) -> int: ...
+
+    @property
+    def client_name(self) -> str: ...
+
+    @property
+    def sequence_id(self) -> int:
+        """0: not about one sequence."""
+
+    @property
+    def tokens(self) -> int:
+        """0: not about tokens."""
+
+    @property
+    def detail(self) -> str:
+        """The daemon's text, untrusted: escape it before printing."""
+
+class DaemonEvents:
+    """kvtierd's newest events (kvtier_daemon_events_get)."""
+
+    @property
+    def events(self) -> list[Event]:
+        """Oldest first."""
+
+    @property
+    def capacity(self) -> int:
+        """Events kvtierd keeps; older ones are dropped."""
+
+    @property
+    def recorded(self) -> int:
+        """Events recorded since kvtierd started."""
+
+class Placement:
+    """
+    A sequence's committed placement, all pages (kvtier_sequence_placement_get).
+    """
+
+    @property
+    def length(self) -> int:
+        """Positions the sequence has, T3 included."""
+
+    @property
+    def runs(self) -> list[tuple[Tier, int]]:
+        """(Tier, positions) runs in position order."""
 
 class Client:
     """
@@ -564,6 +650,16 @@ class Client:
     def status(self) -> DaemonStatus:
         """
         The daemon's status report. Needs a client connected with Role.ADMIN (and the daemon's admin group).
+        """
+
+    def events(self, limit: int = 64) -> DaemonEvents:
+        """
+        kvtierd's newest `limit` events (1..capacity, else InvalidArgumentError): relief plans, backpressure, failed plans, reclaims, ended sessions. Role.ADMIN only.
+        """
+
+    def placement(self, client_id: int, sequence_id: int) -> Placement:
+        """
+        The committed placement of another client's sequence as (Tier, positions) runs, every page fetched. Role.ADMIN only; NotFoundError for an unknown client or sequence.
         """
 
     def register_model(self, num_layers: int, num_kv_heads: int, head_dim: int, dtype: DType, pool_tokens: int, model_name: str | None = None, *, int8_pool_tokens: int = 0, weight: int = 0) -> None:

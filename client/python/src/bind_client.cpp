@@ -104,7 +104,13 @@ void bind_lifecycle(nb::class_<ClientObject>& c) {
       .def_prop_ro("last_error", &PyClient::last_error, "Detail of the last failed call on this handle.")
       .def("counters", &PyClient::counters, Release())
       .def("status", &PyClient::daemon_status, Release(),
-           "The daemon's status report. Needs a client connected with Role.ADMIN (and the daemon's admin group).");
+           "The daemon's status report. Needs a client connected with Role.ADMIN (and the daemon's admin group).")
+      .def("events", &PyClient::daemon_events, "limit"_a = 64, Release(),
+           "kvtierd's newest `limit` events (1..capacity, else InvalidArgumentError): relief plans, "
+           "backpressure, failed plans, reclaims, ended sessions. Role.ADMIN only.")
+      .def("placement", &PyClient::placement, "client_id"_a, "sequence_id"_a, Release(),
+           "The committed placement of another client's sequence as (Tier, positions) runs, every page "
+           "fetched. Role.ADMIN only; NotFoundError for an unknown client or sequence.");
 }
 
 // open_sequence's keywords: the tier parameter table's numbers (Python int or float as their C
@@ -336,8 +342,14 @@ void bind_staging(nb::class_<ClientObject>& c) {
       "stage_at",
       [](ClientObject& self, std::uint32_t sequence, std::uint32_t layer, std::uintptr_t k, std::uintptr_t v,
          std::size_t rows, std::size_t token_stride, std::size_t head_stride, std::size_t row_offset) {
-        const kvtier_stage_target target{sizeof(kvtier_stage_target), k, v, rows, token_stride, head_stride,
-                                         row_offset};
+        kvtier_stage_target target;
+        kvtier_stage_target_init(&target);
+        target.k = k;
+        target.v = v;
+        target.rows = rows;
+        target.token_stride = token_stride;
+        target.head_stride = head_stride;
+        target.row_offset = row_offset;
         nb::gil_scoped_release release;
         self.stage_at(sequence, layer, target);
       },

@@ -3,6 +3,7 @@
 // copy of their data.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -141,7 +142,25 @@ void bind_status(nb::module_& m) {
       .def_ro("ddr_bytes_used", &DaemonStatus::ddr_bytes_used)
       .def_ro("int8_bytes_total", &DaemonStatus::int8_bytes_total, "0: no node-wide int8 cap.")
       .def_ro("int8_bytes_used", &DaemonStatus::int8_bytes_used)
+      .def_ro("metrics_address", &DaemonStatus::metrics_address,
+              "ADDRESS:PORT where kvtierd serves Prometheus metrics at /metrics; empty: off.")
       .def_ro("clients", &DaemonStatus::clients);
+  nb::class_<Event>(m, "Event", "One decision kvtierd recorded about a client (kvtier_event).")
+      .def_ro("sequence", &Event::sequence, "1, 2, ...: the order kvtierd recorded events in.")
+      .def_ro("unix_ms", &Event::unix_ms)
+      .def_ro("kind", &Event::kind)
+      .def_ro("client_id", &Event::client_id)
+      .def_ro("client_name", &Event::client_name)
+      .def_ro("sequence_id", &Event::sequence_id, "0: not about one sequence.")
+      .def_ro("tokens", &Event::tokens, "0: not about tokens.")
+      .def_ro("detail", &Event::detail, "The daemon's text, untrusted: escape it before printing.");
+  nb::class_<DaemonEvents>(m, "DaemonEvents", "kvtierd's newest events (kvtier_daemon_events_get).")
+      .def_ro("events", &DaemonEvents::events, "Oldest first.")
+      .def_ro("capacity", &DaemonEvents::capacity, "Events kvtierd keeps; older ones are dropped.")
+      .def_ro("recorded", &DaemonEvents::recorded, "Events recorded since kvtierd started.");
+  nb::class_<Placement>(m, "Placement", "A sequence's committed placement, all pages (kvtier_sequence_placement_get).")
+      .def_ro("length", &Placement::length, "Positions the sequence has, T3 included.")
+      .def_ro("runs", &Placement::runs, "(Tier, positions) runs in position order.");
 }
 
 }  // namespace
@@ -174,6 +193,13 @@ void bind_enums(nb::module_& m) {
       .value("T2", KVTIER_T2)
       .value("T3", KVTIER_T3)
       .value("PEER", KVTIER_TPEER, "from_tier of hand-off moves only: the exporter's cache (adopt_sequence)");
+  nb::enum_<kvtier_event_kind>(m, "EventKind", nb::is_arithmetic(), "What kvtierd decided (kvtier_event_kind).")
+      .value("PRESSURE_DEMOTION", KVTIER_EVENT_PRESSURE_DEMOTION, "a relief plan quantized `tokens` T1 rows to T2")
+      .value("PRESSURE_EVICTION", KVTIER_EVENT_PRESSURE_EVICTION, "a relief plan destroyed `tokens` T1 tokens (T3)")
+      .value("BACKPRESSURE", KVTIER_EVENT_BACKPRESSURE, "a plan kept `tokens` tokens where they were")
+      .value("PLAN_FAILED", KVTIER_EVENT_PLAN_FAILED, "the client reported a plan as not applied: rolled back")
+      .value("RECLAIM", KVTIER_EVENT_RECLAIM, "the client's process exited; what it held was freed")
+      .value("SESSION_ERROR", KVTIER_EVENT_SESSION_ERROR, "kvtierd ended the client's session");
   nb::enum_<kvtier_backpressure>(m, "Backpressure", nb::is_arithmetic(),
                                  "Why the daemon last kept tokens in T0 for lack of a host row.")
       .value("NONE", KVTIER_BACKPRESSURE_NONE)

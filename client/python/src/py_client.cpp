@@ -9,6 +9,12 @@ namespace {
 struct StatusFree {
   void operator()(kvtier_daemon_status* s) const noexcept { kvtier_daemon_status_free(s); }
 };
+struct EventsFree {
+  void operator()(kvtier_daemon_events* e) const noexcept { kvtier_daemon_events_free(e); }
+};
+struct PlacementFree {
+  void operator()(kvtier_sequence_placement* p) const noexcept { kvtier_sequence_placement_free(p); }
+};
 
 // The library's view of staged rows (valid until its next stage call) copied out, with K and V as
 // byte offsets into `buffer`, the caller's staging buffer.
@@ -301,6 +307,7 @@ DaemonStatus PyClient::daemon_status() {
   out.ddr_bytes_used = status->ddr_bytes_used;
   out.int8_bytes_total = status->int8_bytes_total;
   out.int8_bytes_used = status->int8_bytes_used;
+  out.metrics_address = status->metrics_address;
   for (std::size_t i = 0; i < status->client_count; ++i) {
     const kvtier_client_info& c = status->clients[i];
     ClientInfo info{c.client_id,     c.pid,        c.uid,          c.name,        c.model_name,
@@ -337,6 +344,42 @@ DaemonStatus PyClient::daemon_status() {
 std::string PyClient::last_error() {
   std::lock_guard lock(mu_);
   return kvtier_client_last_error(handle_);
+}
+
+DaemonEvents PyClient::daemon_events(std::uint32_t limit) {
+  std::lock_guard lock(mu_);
+  kvtier_daemon_events* raw = nullptr;
+  if (const auto st = kvtier_daemon_events_get(handle_locked("events"), limit, &raw); st != KVTIER_OK) fail(st);
+  const std::unique_ptr<kvtier_daemon_events, EventsFree> events(raw);
+  DaemonEvents out{{}, events->capacity, events->recorded};
+  for (std::size_t i = 0; i < events->event_count; ++i) {
+    const kvtier_event& e = events->events[i];
+    // A kind this build does not know would not convert to kvtier.EventKind.
+    const kvtier_event_kind kind = e.kind <= KVTIER_EVENT_SESSION_ERROR ? e.kind : KVTIER_EVENT_SESSION_ERROR;
+    out.events.push_back({e.sequence, e.unix_ms, kind, e.client_id, e.client_name, e.sequence_id, e.tokens, e.detail});
+  }
+  return out;
+}
+
+Placement PyClient::placement(std::uint32_t client_id, std::uint32_t sequence_id) {
+  constexpr std::uint32_t kRunsPerPage = 65536;  // the most one page may hold
+  std::lock_guard lock(mu_);
+  Placement out;
+  std::uint32_t first = 0;
+  do {
+    kvtier_sequence_placement* raw = nullptr;
+    if (const auto st = kvtier_sequence_placement_get(handle_locked("placement"), client_id, sequence_id, first,
+                                                      kRunsPerPage, &raw);
+        st != KVTIER_OK) {
+      fail(st);
+    }
+    const std::unique_ptr<kvtier_sequence_placement, PlacementFree> page(raw);
+    out.length = page->length;
+    for (std::size_t i = 0; i < page->run_count; ++i) out.runs.emplace_back(page->runs[i].tier, page->runs[i].count);
+    if (page->next_position <= first) break;  // no progress: never loop
+    first = page->next_position;
+  } while (first < out.length);
+  return out;
 }
 
 }  // namespace kvtier::python

@@ -13,6 +13,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvtier/kvtier.h"
@@ -103,6 +104,29 @@ struct DaemonStatus {
   std::uint64_t daemon_epoch, uptime_seconds, ddr_bytes_total, ddr_bytes_used;
   std::vector<ClientInfo> clients;
   std::uint64_t int8_bytes_total = 0, int8_bytes_used = 0;
+  std::string metrics_address;  // empty: metrics off
+};
+
+// kvtier_event and kvtier_daemon_events, copied out.
+struct Event {
+  std::uint64_t sequence, unix_ms;
+  kvtier_event_kind kind;
+  std::uint32_t client_id;
+  std::string client_name;
+  std::uint32_t sequence_id;
+  std::uint64_t tokens;
+  std::string detail;
+};
+struct DaemonEvents {
+  std::vector<Event> events;  // oldest first
+  std::uint32_t capacity;
+  std::uint64_t recorded;
+};
+
+// A sequence's whole committed placement: every page of kvtier_sequence_placement_get joined.
+struct Placement {
+  std::uint32_t length = 0;
+  std::vector<std::pair<kvtier_tier, std::uint32_t>> runs;  // (tier, positions), in position order
 };
 
 class PyClient {
@@ -155,6 +179,8 @@ class PyClient {
   kvtier_adopted adopt_sequence(std::uint64_t token);
   kvtier_client_counters counters();
   DaemonStatus daemon_status();
+  DaemonEvents daemon_events(std::uint32_t limit);
+  Placement placement(std::uint32_t client_id, std::uint32_t sequence_id);
   std::string last_error();
 
  private:
