@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._kvtier import _copy_rows
+# Private (copy_rows checks the tensors and calls it), so nanobind's stubgen leaves it out of _kvtier.pyi.
+from ._kvtier import _copy_rows  # type: ignore[attr-defined]
 
 if TYPE_CHECKING:  # kvtier itself does not need torch
     import torch

@@ -35,7 +35,7 @@ class KvtierConfig:
     tier: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_extra(cls, extra: dict[str, Any]) -> "KvtierConfig":
+    def from_extra(cls, extra: dict[str, Any]) -> KvtierConfig:
         own = {f.name for f in fields(cls)} - {"tier"}
         unknown = set(extra) - own - set(TIER_KEYS)
         if unknown:
@@ -52,7 +52,7 @@ class KvtierConfig:
         return config
 
 
-def _int(d: dict, key: str, default: int) -> int:
+def _int(d: dict[str, Any], key: str, default: int) -> int:
     value = d.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"kvtier: {key} must be a non-negative integer, got {value!r}")

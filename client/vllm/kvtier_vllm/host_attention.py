@@ -10,16 +10,22 @@ units (the last one being written), then the host units ascending (kvtierd's ord
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    import kvtier
+
+    from .worker_side import Request
 
 
 @dataclass
 class AttendRow:
     row: int  # the batch row
     token: int  # its query token
-    request: object  # worker_side.Request
+    request: Request
     slots: np.ndarray  # uint32: vLLM's block of each T0 unit, then the blocks being written
     t0_tokens: int  # the tokens those blocks hold
     unit_of: torch.Tensor  # int64 per key token: its unit (complete units first; the partial block's: `complete`)
@@ -27,7 +33,7 @@ class AttendRow:
     scores: np.ndarray  # float32 per key token, summed over heads and layers
 
 
-def plan_row(row: int, token: int, r, seq_len: int, block_size: int, t0: int, host: set[int]) -> AttendRow:
+def plan_row(row: int, token: int, r: Request, seq_len: int, block_size: int, t0: int, host: set[int]) -> AttendRow:
     """Row `row`'s keys for a request `r` with `seq_len` tokens (the query's included)."""
     tiers = r.tier
     t0_units = [u for u, t in enumerate(tiers) if t == t0]
@@ -43,8 +49,8 @@ def plan_row(row: int, token: int, r, seq_len: int, block_size: int, t0: int, ho
                      np.zeros(len(units), dtype=np.float32))
 
 
-def attend_layer(client, rows: list[AttendRow], layer: int, query: torch.Tensor, output: torch.Tensor,
-                 scale: float) -> None:
+def attend_layer(client: kvtier.Client, rows: list[AttendRow], layer: int, query: torch.Tensor,
+                 output: torch.Tensor, scale: float) -> None:
     """Layer `layer`'s attention of every row: output[token] from query[token] ([heads, head_size]),
     through NumPy views (a torch tensor costs a DLPack export per call)."""
     f32 = query.dtype == torch.float32

@@ -39,6 +39,6 @@ class WorkerReport(KVConnectorWorkerMetadata):
     """Workers -> scheduler: blocks the executed plans freed or reused."""
     changes: list[BlockChange] = field(default_factory=list)
 
-    def aggregate(self, other: "WorkerReport") -> "WorkerReport":
+    def aggregate(self, other: KVConnectorWorkerMetadata) -> KVConnectorWorkerMetadata:
         # Tensor-parallel workers execute the same plans; one rank's report stands for all.
         return self if self.changes else other

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-_worker = None
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .worker_side import WorkerSide
+
+_worker: WorkerSide | None = None
 
 
-def set_worker(worker) -> None:
+def set_worker(worker: WorkerSide) -> None:
     global _worker
     _worker = worker
 
 
-def worker():
+def worker() -> WorkerSide | None:
     return _worker

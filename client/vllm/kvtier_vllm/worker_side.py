@@ -20,17 +20,21 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
 
 import kvtier
 from kvtier import KvtierError
-from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
 
 from .config import KvtierConfig
 from .host_attention import AttendRow, attend_layer, plan_row, unit_scores
-from .metadata import BlockChange, StepMetadata, WorkerReport
+from .metadata import BlockChange, ScheduledRequest, StepMetadata, WorkerReport
+
+if TYPE_CHECKING:
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionMetadata
 
 log = logging.getLogger("kvtier_vllm")
 T0, T1, T2, T3 = (int(t) for t in (kvtier.Tier.T0, kvtier.Tier.T1, kvtier.Tier.T2, kvtier.Tier.T3))
@@ -69,8 +73,9 @@ class WorkerSide:
         self.plans_refused = 0
         self.plans_applied = 0
         self.bytes_moved = 0  # copied between vLLM's blocks and kvtierd's pool by plans and staging
-        self.cache: torch.Tensor | None = None  # every layer's blocks, [layers * blocks, heads, 2 * bs, d]
-        self.keys: torch.Tensor | None = None
+        # Set by register(): every layer's blocks, [layers * blocks, heads, 2 * bs, d], and their keys.
+        self.cache: torch.Tensor
+        self.keys: torch.Tensor
         self.layer_index: dict[str, int] = {}
         self.forward: ForwardState | None = None
 
@@ -89,7 +94,8 @@ class WorkerSide:
         self.layer_index = {name: i for i, name in enumerate(names)}
         self.num_layers, self.num_blocks, self.heads, self.block_size = len(names), blocks, heads, bs
         self.head_size = two_d // 2
-        self.cache = torch.empty(0, dtype=first.dtype).set_(
+        # torch's stub wants a stride too; without one the view is contiguous.
+        self.cache = torch.empty(0, dtype=first.dtype).set_(  # type: ignore[call-overload]
             first.untyped_storage(), first.storage_offset(), (len(names) * blocks, heads, 2 * bs, self.head_size))
         # Every layer's keys in place as [layers * blocks, heads, bs, d]: the "vec" ISA of vLLM's CPU
         # attention stores a block's keys dim-major ([d, bs] per head; values stay [bs, d]).
@@ -117,13 +123,13 @@ class WorkerSide:
         """One unit's K and V rows of every layer and head."""
         return self.num_layers * self.heads * 2 * self.block_size * self.head_size * self.cache.element_size()
 
-    def _layout(self) -> dict:
+    def _layout(self) -> dict[str, Any]:
         es = self.cache.element_size()
         row = self.block_size * self.head_size * es
         base = self.cache.data_ptr()
-        layer = self.num_blocks * self.heads * 2 * row
-        return dict(k_base=[base + l * layer for l in range(self.num_layers)],
-                    v_base=[base + l * layer + row for l in range(self.num_layers)],
+        layer_bytes = self.num_blocks * self.heads * 2 * row
+        return dict(k_base=[base + layer * layer_bytes for layer in range(self.num_layers)],
+                    v_base=[base + layer * layer_bytes + row for layer in range(self.num_layers)],
                     num_kv_heads=self.heads, head_dim=self.block_size * self.head_size, dtype=DTYPES[self.dtype],
                     num_slots=self.num_blocks, block_size=self.num_blocks, token_stride=self.heads * 2 * row,
                     head_stride=2 * row)
@@ -148,7 +154,7 @@ class WorkerSide:
         self._run_plans()
         self.forward = None
 
-    def _open(self, s) -> None:
+    def _open(self, s: ScheduledRequest) -> None:
         if self.client is None or not s.new_blocks:
             return
         try:
@@ -178,10 +184,10 @@ class WorkerSide:
         by_sequence = {r.sequence: r for r in self.requests.values()}
         while (plan := self.client.poll_plan(0)) is not None:
             r = by_sequence.get(plan.sequence)
-            if r is None or not self._apply(r, plan):
+            if r is None or not self._apply(self.client, r, plan):
                 self.client.ack_plan(plan.epoch, applied=False)
 
-    def _apply(self, r: Request, plan) -> bool:
+    def _apply(self, client: kvtier.Client, r: Request, plan: kvtier.Plan) -> bool:
         """Executes one plan; the blocks its offloads free go to its restores first, the rest back
         to vLLM. False (not applied; kvtierd keeps the placement) when restores lack blocks or the
         staging slots could not hold every open request's host rows after it (with host attention:
@@ -192,8 +198,9 @@ class WorkerSide:
         as its first would be taken for this one. A restore of unit 0 goes back into it; a plan
         moving unit 0 out has that block less for its restores."""
         units, src, dst = plan.positions, plan.from_tiers, plan.to_tiers
-        freed = [r.where[u] for u, f in zip(units, src) if f == T0 and u != 0]
-        restores = [i for i, (u, f, t) in enumerate(zip(units, src, dst)) if f != T0 and t == T0 and u != 0]
+        freed = [r.where[u] for u, f in zip(units, src, strict=True) if f == T0 and u != 0]
+        restores = [i for i, (u, f, t) in enumerate(zip(units, src, dst, strict=True))
+                    if f != T0 and t == T0 and u != 0]
         if self.config.host_attention:
             fits = r.scheduled == 1
         else:
@@ -205,7 +212,7 @@ class WorkerSide:
             return False
         hbm = np.full(len(plan), kvtier.NO_SLOT, dtype=np.uint32)
         spare = list(freed)
-        for i, (u, f, t) in enumerate(zip(units, src, dst)):
+        for i, (u, f, t) in enumerate(zip(units, src, dst, strict=True)):
             if f == T0:
                 hbm[i] = r.where[u]
             elif t == T0 and u == 0:
@@ -213,15 +220,15 @@ class WorkerSide:
         for i in restores:
             hbm[i] = spare.pop()
         try:
-            self.client.execute_plan(plan, hbm)
+            client.execute_plan(plan, hbm)
         except KvtierError as e:
             log.warning("kvtier: plan %d of request %s not applied: %s", plan.epoch, r.req_id, e)
             return False
-        self.client.ack_plan(plan.epoch, applied=True)
+        client.ack_plan(plan.epoch, applied=True)
         self.plans_applied += 1
-        copies = sum(1 for f, t in zip(src, dst) if (f == T0) != (t == T0) and T3 not in (f, t))
+        copies = sum(1 for f, t in zip(src, dst, strict=True) if (f == T0) != (t == T0) and T3 not in (f, t))
         self.bytes_moved += copies * self.unit_bytes()
-        for i, (u, f, t) in enumerate(zip(units, src, dst)):
+        for i, (u, f, t) in enumerate(zip(units, src, dst, strict=True)):
             r.tier[u] = int(t)
             if f == T0:
                 r.where[u] = -1
@@ -237,9 +244,10 @@ class WorkerSide:
 
     # ---- each layer ---------------------------------------------------------------------------------
 
-    def forward_state(self, metadata) -> "ForwardState":
+    def forward_state(self, metadata: CPUAttentionMetadata) -> ForwardState:
         if self.forward is None:
-            self.forward = ForwardState(self, metadata)
+            assert self.client is not None, "without a kvtierd client vLLM's attention runs as it is"
+            self.forward = ForwardState(self, self.client, metadata)
         return self.forward
 
     def shutdown(self) -> None:
@@ -260,22 +268,32 @@ class Staged:
     buffer: torch.Tensor
 
 
+@dataclass
+class BlockScores:
+    """kvtier.block_scores' buffers of one forward, in table order [rows, table width]: one
+    layer's scores and their sums over the layers; the rows' full blocks in the table, key counts
+    and query starts (int32), the same in every layer."""
+
+    layer: torch.Tensor
+    sums: torch.Tensor
+    units: list[int]
+    lens: torch.Tensor
+    starts: torch.Tensor
+
+
 class ForwardState:
     """One forward's view of the batch: each row's request, block table and scores."""
 
-    def __init__(self, worker: WorkerSide, md) -> None:
+    def __init__(self, worker: WorkerSide, client: kvtier.Client, md: CPUAttentionMetadata) -> None:
         self.worker = worker
+        self.client = client
         table = md.block_table
         self.rows: list[Request | None] = [worker.by_first_block.get(int(table[i, 0]))
                                            for i in range(md.seq_lens.shape[0])]
         self.scores = [None if r is None else torch.zeros(r.units(), dtype=torch.float32) for r in self.rows]
         self.layers_done = 0
-        # Block scores in table order, [rows, table width]: one layer's, and summed over the layers.
-        self.layer_scores: torch.Tensor | None = None
-        self.score_sums: torch.Tensor | None = None
-        self.scored_units: list[int] = []  # full blocks per row in the table
-        self.score_lens: torch.Tensor | None = None  # the rows' key counts and query starts, int32
-        self.score_starts: torch.Tensor | None = None
+        self.block_scores: BlockScores | None = None  # made by the first layer
+        self.scheduler_metadata: torch.Tensor | None = None  # of the compacted rows, made by the first layer
         self.attending: list[AttendRow] = []  # host attention's decode rows
         self.compacted = False
         if worker.config.host_attention:
@@ -296,7 +314,7 @@ class ForwardState:
         self.seq_lens = md.seq_lens.clone()
         self.staged: list[Staged] = []  # per row with host rows
         self.visible: list[np.ndarray | None] = []
-        slots = iter(l * nb + b for b in worker.staging for l in range(worker.num_layers))
+        slots = iter(layer * nb + b for b in worker.staging for layer in range(worker.num_layers))
         for i, r in enumerate(self.rows):
             if r is None or not r.tiered():
                 self.visible.append(None)
@@ -317,13 +335,13 @@ class ForwardState:
             self.seq_lens[i] -= (r.units() - len(keep)) * worker.block_size
             self.visible.append(keep)
             if ids:
-                rows, nbytes = worker.client.t1_rows(r.sequence)
+                rows, nbytes = client.t1_rows(r.sequence)
                 self.staged.append(Staged(r, torch.tensor(ids), rows,
                                           torch.empty(nbytes // worker.cache.element_size(), dtype=worker.dtype)))
         self.base = base
         self.compacted = bool((self.seq_lens != md.seq_lens).any())
 
-    def _plan_host_attention(self, md) -> None:
+    def _plan_host_attention(self, md: CPUAttentionMetadata) -> None:
         """Each decode row of a kvtier request is attended by libkvtier; for vLLM's kernel (the
         other rows) and the block scores, such a row keeps one key, its output then overwritten."""
         w = self.worker
@@ -343,7 +361,7 @@ class ForwardState:
 
     def attend(self, layer: int, query: torch.Tensor, output: torch.Tensor, scale: float) -> None:
         out = output.view(output.shape[0], *query.shape[1:])
-        attend_layer(self.worker.client, self.attending, layer, query, out, scale)
+        attend_layer(self.client, self.attending, layer, query, out, scale)
 
     def block_table(self, layer: int) -> torch.Tensor:
         return self.base + self.layer_mask * (layer * self.worker.num_blocks)
@@ -355,7 +373,8 @@ class ForwardState:
         es = w.cache.element_size()
         slots = w.cache.view(-1, w.heads, 2, d)
         for st in self.staged:
-            got = w.client.stage_layer(st.request.sequence, layer, st.buffer)
+            # The binding takes any DLPack tensor; its stub (_kvtier.pyi) says NumPy only.
+            got = self.client.stage_layer(st.request.sequence, layer, st.buffer)  # type: ignore[arg-type]
             n = st.rows * w.heads * d
             for half, offset in ((0, got.k_offset // es), (1, got.v_offset // es)):
                 slots[:, :, half].index_copy_(0, st.ids, st.buffer[offset:offset + n].view(st.rows, w.heads, d))
@@ -367,27 +386,31 @@ class ForwardState:
         """Adds the forward's scores of a row's visible full blocks, summed over the layers (index i
         of `per_unit` is unit visible[i]; past the known units, the units that follow)."""
         r = self.rows[row]
+        assert r is not None, "a row of a kvtier request"
         complete = r.tokens // self.worker.block_size
-        if self.scores[row] is None or self.scores[row].numel() != complete:
-            self.scores[row] = torch.zeros(complete, dtype=torch.float32)
+        scores = self.scores[row]
+        if scores is None or scores.numel() != complete:
+            scores = self.scores[row] = torch.zeros(complete, dtype=torch.float32)
         if visible is None:
             index = torch.arange(per_unit.numel())
         else:
             extra = per_unit.numel() - len(visible)
-            index = torch.from_numpy(np.concatenate([visible, np.arange(r.units(), r.units() + extra)]).astype(np.int64))
-        self.scores[row].index_add_(0, index, per_unit)
+            units = np.concatenate([visible, np.arange(r.units(), r.units() + extra)])
+            index = torch.from_numpy(units.astype(np.int64))
+        scores.index_add_(0, index, per_unit)
 
     def push(self, q_heads: int) -> None:
         """After the last layer: each request's step scores to kvtierd, then its step end."""
         w = self.worker
-        client = w.client
+        client = self.client
         for a in self.attending:  # back in their rows, scored
             self.rows[a.row] = a.request
             self.scores[a.row] = unit_scores(a, q_heads)
         for row, r in enumerate(self.rows):
-            if r is None or self.scores[row] is None:
+            sums = self.scores[row]
+            if r is None or sums is None:
                 continue
-            scores = (self.scores[row] / w.num_layers).numpy()
+            scores = (sums / w.num_layers).numpy()
             r.tier += [T0] * (len(scores) - r.units())
             if len(scores):
                 client.push_scores(r.sequence, r.step, scores)

@@ -50,9 +50,10 @@ Parameters of :class:`TieredCache`: ``max_length`` (most positions per row), ``h
 ``policy`` and, by keyword, every other tier parameter of ``Client.open_sequence`` (``seed``,
 ``int8_ratio``, ``int8_tokens``, ``protect_prompt``, ``recent_window``, ``value_protect_ratio``,
 ``value_protect_tokens``, ``rkv_lambda``, ``key_digest_dim``, ``hbm_tokens``, ``evict_tokens``,
-``decay``); ``int8_pool_tokens`` sizes the model's int8 pool (T2); ``host_attention`` (above). ``plan_wait_ms`` > 0 syncs with
-kvtierd after a step that ends a decision interval, so a plan takes effect at the same step on
-every run (tests); 0 (default) applies plans whenever they arrive.
+``decay``); ``int8_pool_tokens`` sizes the model's int8 pool (T2); ``host_attention`` (above).
+``plan_wait_ms`` > 0 syncs with kvtierd after a step that ends a decision interval, so a plan
+takes effect at the same step on every run (tests); 0 (default) applies plans whenever they
+arrive.
 
 Limits: no beam search, no ``crop`` (assisted decoding), one ``generate`` per cache, left
 padding only.
@@ -60,19 +61,24 @@ padding only.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .cache import TieredCache, TieredCacheStats
 from .clients import release_model
 from .store import storage_bytes
 
+if TYPE_CHECKING:
+    import torch
+
 __all__ = ["TieredCache", "TieredCacheStats", "cache_bytes", "release_model"]
 
 
-def cache_bytes(cache) -> int:
+def cache_bytes(cache: object) -> int:
     """Allocated bytes of a transformers cache's K/V tensors (storage sizes; a TieredCache: its
     T0 tensors and staging buffers). For comparing caches by what they really hold."""
     if isinstance(cache, TieredCache):
         return cache.stats.kv_bytes
-    tensors = []
+    tensors: list[torch.Tensor | None] = []
     for layer in getattr(cache, "layers", []):
         tensors += [getattr(layer, "keys", None), getattr(layer, "values", None)]
     return storage_bytes(tensors)

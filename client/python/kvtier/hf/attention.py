@@ -23,7 +23,7 @@ TieredCache in use) it is the inner implementation.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
@@ -31,15 +31,30 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, AttentionInterf
 
 from .split import split_attention
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .cache import TieredCache
+
+    # transformers' attention functions: (module, query, key, value, attention_mask, ..., scaling=,
+    # ...) -> (output, attention probabilities or None).
+    AttentionFunction = Callable[..., tuple[torch.Tensor, torch.Tensor | None]]
+
 PREFIX = "kvtier_"
-_active: list[Any] = []  # the TieredCache of the forward under way (set by the model's pre-hook)
+_active: list[TieredCache] = []  # the TieredCache of the forward under way (set by the model's pre-hook)
 
 
-def activate(cache: Any) -> None:
+class AttentionModule(Protocol):
+    """What kvtier reads of the attention module of a transformers decoder layer."""
+
+    layer_idx: int
+
+
+def activate(cache: TieredCache) -> None:
     _active.append(cache)
 
 
-def deactivate(cache: Any) -> None:
+def deactivate(cache: TieredCache) -> None:
     if _active and _active[-1] is cache:
         _active.pop()
 
@@ -59,15 +74,19 @@ def implementation_for(inner: str) -> str:
     return name
 
 
-def _inner_function(module: torch.nn.Module, inner: str):
+def _inner_function(module: AttentionModule, inner: str) -> AttentionFunction:
     if inner == "eager":
         # The model's own eager function (its modeling file's eager_attention_forward).
-        return getattr(__import__(type(module).__module__, fromlist=["eager_attention_forward"]),
-                       "eager_attention_forward")
-    return ALL_ATTENTION_FUNCTIONS[inner]
+        eager: AttentionFunction = __import__(type(module).__module__,
+                                             fromlist=["eager_attention_forward"]).eager_attention_forward
+        return eager
+    inner_function: AttentionFunction = ALL_ATTENTION_FUNCTIONS[inner]
+    return inner_function
 
 
-def _attention(module, query, key, value, attention_mask, *args, inner: str, **kwargs):
+def _attention(module: AttentionModule, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+               attention_mask: torch.Tensor | None, *args: Any, inner: str,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
     fn = _inner_function(module, inner)
     cache = _active[-1] if _active else None
     if cache is None or not cache.owns_forward():
@@ -87,7 +106,7 @@ def _attention(module, query, key, value, attention_mask, *args, inner: str, **k
     return output, weights if inner == "eager" else None
 
 
-def _mask_dead(mask: torch.Tensor | None, dead: torch.Tensor, query: torch.Tensor, inner: str):
+def _mask_dead(mask: torch.Tensor | None, dead: torch.Tensor, query: torch.Tensor, inner: str) -> torch.Tensor:
     """`mask` with the dead keys masked too, in the inner implementation's format."""
     q, keys = query.shape[2], dead.shape[1]
     if inner.startswith("flash"):  # a 2-D padding mask (1 = attend) or None

@@ -5,22 +5,26 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from transformers.cache_utils import Cache
 
-from .._kvtier import Client, EvictionMode, Feature, Policy
+from .._kvtier import Client, EvictionMode, Feature, Plan, Policy
 from .._rows import copy_rows
 from .._slots import T0, T3, SlotMap
 from .attention import implementation_for
 from .clients import PlanRouter, geometry, shared_router
+from .forward import DeviceIndex, Forward, RowForward
 from .hooks import install_hooks, plan_handler, remove_hooks
 from .layer import TieredLayer
 from .rows import Row
 from .split import HostStep
 from .store import T0Store
+
+if TYPE_CHECKING:
+    from transformers.modeling_utils import PreTrainedModel
 
 # Tier parameters TieredCache passes to Client.open_sequence beyond its named ones.
 _SEQUENCE_PARAMS = {"hbm_tokens", "evict_tokens", "decay", "seed", "protect_prompt", "recent_window",
@@ -51,12 +55,10 @@ class TieredCacheStats:
     decode_steps: int = 0
 
 
-def _place(dsts: tuple[torch.Tensor, ...], srcs: tuple[torch.Tensor, ...], src_rows, dst_rows) -> None:
+def _index_place(dsts: tuple[torch.Tensor, ...], srcs: tuple[torch.Tensor, ...], src_rows: torch.Tensor | None,
+                 dst_rows: torch.Tensor) -> None:
     """dst[:, dst_rows] = src[:, src_rows] (all of src when src_rows is None) for each pair of
-    [heads, rows, dim] tensors."""
-    if dsts[0].device.type == "cpu":
-        copy_rows(dsts, srcs, src_rows, dst_rows)
-        return
+    [heads, rows, dim] tensors, with torch's index ops (CUDA; the CPU uses kvtier.copy_rows)."""
     for dst, src in zip(dsts, srcs):
         dst.index_copy_(1, dst_rows, src if src_rows is None else src.index_select(1, src_rows))
 
@@ -64,7 +66,7 @@ def _place(dsts: tuple[torch.Tensor, ...], srcs: tuple[torch.Tensor, ...], src_r
 class TieredCache(Cache):
     """A transformers ``Cache`` backed by kvtierd. Args are described in kvtier.hf's docstring."""
 
-    def __init__(self, model: torch.nn.Module, *, max_length: int, client: Client | None = None,
+    def __init__(self, model: PreTrainedModel, *, max_length: int, client: Client | None = None,
                  socket_path: str | None = None, name: str | None = None, pool_tokens: int | None = None,
                  int8_pool_tokens: int = 0, block_tokens: int = 32, hbm_ratio: float = 0.5,
                  evict_ratio: float = 0.0, sink_tokens: int = 4, window_tokens: int = 128, interval: int = 64,
@@ -98,7 +100,7 @@ class TieredCache(Cache):
         self.store: T0Store | None = None
         self._stats = TieredCacheStats()
         self._length = 0  # keys in the batch index space (padding included)
-        self._forward: dict[str, Any] | None = None
+        self._forward: Forward | None = None
         self._prompt_mask: np.ndarray | None = None  # [batch, prompt] of the first forward
         self._await_plan = False
         self._model_attention = model.config._attn_implementation
@@ -145,7 +147,8 @@ class TieredCache(Cache):
 
     # ---- transformers' Cache interface -----------------------------------------------------
 
-    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         return self._update(layer_idx, key_states, value_states)
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
@@ -187,19 +190,24 @@ class TieredCache(Cache):
         self._await_plan = False
         self.router.drain()
 
-    def _on_plan(self, row: Row, plan) -> None:
+    def _on_plan(self, row: Row, plan: Plan) -> None:
         """A plan for one of this cache's rows (PlanRouter.drain, before some cache's forward)."""
         self._grow(row.slots.slots_needed(int(np.count_nonzero(plan.to_tiers == T0))))
-        row.apply(plan, self.store.row_bytes)
+        row.apply(plan, self._store().row_bytes)
+
+    def _store(self) -> T0Store:
+        """The T0 storage (made by the first forward)."""
+        assert self.store is not None, "no forward has run"
+        return self.store
 
     def _grow(self, slots: int) -> None:
         if self.store is not None and self.store.grow(slots):
             for b, row in enumerate(self.rows):
                 if row.open:
                     row.slots.grow(self.store.slots)
-                    self.store.attach(self.client, row.sequence, b)
+                    self.store.attach(self.client, row.live_sequence, b)
 
-    def _open(self, key_states: torch.Tensor) -> None:
+    def _open(self, key_states: torch.Tensor) -> T0Store:
         batch, q = key_states.shape[0], key_states.shape[2]
         mask = self._prompt_mask if self._prompt_mask is not None else np.ones((batch, q), dtype=bool)
         if mask.shape != (batch, q):
@@ -207,185 +215,197 @@ class TieredCache(Cache):
         # Left padding is not part of a row's sequence; masked tokens after its first real one
         # (e.g. a pad id inside a chat template) are positions transformers' mask hides.
         pads = np.where(mask.any(axis=1), mask.argmax(axis=1), q)
-        self.store = T0Store(layers=self.num_layers, batch=batch, kv_heads=self.num_kv_heads, head_dim=self.head_dim,
-                             dtype=key_states.dtype, device=key_states.device, block_tokens=self.block_tokens)
-        self.store.grow(int(q - pads.min()))
+        store = self.store = T0Store(layers=self.num_layers, batch=batch, kv_heads=self.num_kv_heads,
+                                     head_dim=self.head_dim, dtype=key_states.dtype, device=key_states.device,
+                                     block_tokens=self.block_tokens)
+        store.grow(int(q - pads.min()))
         for b in range(batch):
-            row = Row(self.router, None, int(pads[b]), SlotMap(self.max_length, self.store.slots),
+            row = Row(self.router, None, int(pads[b]), SlotMap(self.max_length, store.slots),
                       hidden=np.flatnonzero(~mask[b, pads[b]:]))
             row.sequence = sequence = self.router.open(int(q - pads[b]), plan_handler(self, row), **self._params)
             self.rows.append(row)
-            self.store.attach(self.client, sequence, b)
-            if self.store.device.type == "cuda":
-                self.client.set_stream(sequence, torch.cuda.current_stream(self.store.device).cuda_stream)
+            store.attach(self.client, sequence, b)
+            if store.device.type == "cuda":
+                self.client.set_stream(sequence, torch.cuda.current_stream(store.device).cuda_stream)
+        return store
 
-    def _begin(self, key_states: torch.Tensor) -> dict[str, Any]:
+    def _begin(self, key_states: torch.Tensor) -> Forward:
         """Layer 0 of a forward: admit the new tokens and fix where every layer's keys go."""
         prefill = not self.rows
-        if prefill:
-            self._open(key_states)
+        store = self._open(key_states) if prefill else self._store()
         q = key_states.shape[2]
         rows = [(b, r) for b, r in enumerate(self.rows) if r.open]
         if not prefill:
             self._grow(max((r.slots.slots_needed(q) for _, r in rows), default=0))
-        f: dict[str, Any] = {"prefill": prefill, "q": q, "length": self._length + q, "layers_scored": 0,
-                             "rows": [], "transient": 0, "host": self.host_attention and not prefill and q == 1}
-        device = self.store.device
+        length = self._length + q
+        host_attention = self.host_attention and not prefill and q == 1
+        device = store.device
+        row_forwards = []
         for b, row in rows:
             n = q - row.pad if prefill else q
             first = row.slots.length
             new_slots = row.slots.append(n)
             t0 = row.slots.positions_in(T0)
             host = row.host_positions()
-            row.begin_staging(len(host), self.store.dtype, device)
-            f["rows"].append({
-                "b": b, "row": row, "cols": slice(q - n, q),
-                "new_slots": new_slots.astype(np.int64, copy=False), "new_rows": np.arange(n, dtype=np.int64),
-                "t0_keys": (row.pad + t0).astype(np.int64, copy=False), "t0_slots": row.slots.slot_of[t0],
-                "host": host, "first_new": first,
-            })
+            row.begin_staging(len(host), store.dtype, device)
+            r = RowForward(b=b, row=row, cols=slice(q - n, q), new_slots=new_slots.astype(np.int64, copy=False),
+                           new_rows=np.arange(n, dtype=np.int64), t0_keys=(row.pad + t0).astype(np.int64, copy=False),
+                           t0_slots=row.slots.slot_of[t0], host=host, first_new=first)
             if device.type != "cpu":  # torch's index ops, on the engine's stream (the CPU stages at positions)
-                r = f["rows"][-1]
-                for name in ("new_slots", "t0_keys", "t0_slots"):
-                    r[name] = torch.as_tensor(r[name], device=device)
-                r["new_rows"], r["host_keys"] = None, torch.as_tensor(row.pad + host, device=device)
+                r.device = DeviceIndex(new_slots=torch.as_tensor(r.new_slots, device=device),
+                                       t0_keys=torch.as_tensor(r.t0_keys, device=device),
+                                       t0_slots=torch.as_tensor(r.t0_slots, device=device),
+                                       host_keys=torch.as_tensor(row.pad + host, device=device))
+            row_forwards.append(r)
         self._length += q
         dead = None
-        if not prefill and not f["host"]:  # host attention reads live rows only: nothing to mask
-            dead = torch.zeros(len(self.rows), f["length"], dtype=torch.bool)
+        if not prefill and not host_attention:  # host attention reads live rows only: nothing to mask
+            dead = torch.zeros(len(self.rows), length, dtype=torch.bool)
             for b, row in enumerate(self.rows):
                 if row.open:
                     dead[b, row.pad: row.pad + row.slots.length] = torch.from_numpy(
                         row.slots.tier[: row.slots.length] == T3)
             dead = dead.to(device) if dead.any() else None
-        f["dead"] = dead
-        f["covered"] = dead is None and len(rows) == len(self.rows) and all(r.pad == 0 for _, r in rows)
-        f["scores"] = torch.zeros(len(self.rows), f["length"], dtype=torch.float32, device=device)
+        f = Forward(prefill=prefill, q=q, length=length, host=host_attention, rows=row_forwards, dead=dead,
+                    covered=dead is None and len(rows) == len(self.rows) and all(r.pad == 0 for _, r in rows),
+                    scores=torch.zeros(len(self.rows), length, dtype=torch.float32, device=device))
         self._forward = f
         return f
 
-    def _update(self, layer: int, key_states: torch.Tensor, value_states: torch.Tensor):
-        f = self._begin(key_states) if layer == 0 else self._forward
-        store = self.store
-        for r in f["rows"]:
-            b = r["b"]
-            _place((store.k[layer][b], store.v[layer][b]), (key_states[b, :, r["cols"]], value_states[b, :, r["cols"]]),
-                   r["new_rows"], r["new_slots"])
+    def _forward_now(self) -> Forward:
+        """The forward under way (from its layer 0 until its scores went to kvtierd)."""
+        assert self._forward is not None, "no forward under way"
+        return self._forward
+
+    def _update(self, layer: int, key_states: torch.Tensor,
+                value_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        f = self._begin(key_states) if layer == 0 else self._forward_now()
+        store = self._store()
+        for r in f.rows:
+            dsts, srcs = (store.k[layer][r.b], store.v[layer][r.b]), (key_states[r.b, :, r.cols],
+                                                                      value_states[r.b, :, r.cols])
+            if r.device is None:
+                copy_rows(dsts, srcs, r.new_rows, r.new_slots)
+            else:
+                _index_place(dsts, srcs, None, r.device.new_slots)
         if layer == self.num_layers // 2:
             self._push_features(f, key_states, value_states)
-        if f["prefill"]:
+        if f.prefill:
             return key_states, value_states  # the keys of this forward are all there is
-        if f["host"]:
+        if f.host:
             return store.k[layer], store.v[layer]  # attended in slot order (kvtier.hf.split)
-        shape = (key_states.shape[0], self.num_kv_heads, f["length"], self.head_dim)
+        shape = (key_states.shape[0], self.num_kv_heads, f.length, self.head_dim)
         # Keys no row writes (padding, evicted, rows that ended) must be finite: zeros. When every
         # key is written, no memset.
-        fill = torch.empty if f["covered"] else torch.zeros
+        fill = torch.empty if f.covered else torch.zeros
         keys = fill(shape, dtype=key_states.dtype, device=key_states.device)
         values = fill(shape, dtype=key_states.dtype, device=key_states.device)
-        for r in f["rows"]:
-            b, row = r["b"], r["row"]
-            _place((keys[b], values[b]), (store.k[layer][b], store.v[layer][b]), r["t0_slots"], r["t0_keys"])
-            if keys.device.type == "cpu":
+        for r in f.rows:
+            b, row = r.b, r.row
+            dsts, srcs = (keys[b], values[b]), (store.k[layer][b], store.v[layer][b])
+            if r.device is None:  # the CPU
+                copy_rows(dsts, srcs, r.t0_slots, r.t0_keys)
                 row.counts.bytes_moved += row.stage_at(layer, keys[b], values[b])
                 continue
+            _index_place(dsts, srcs, r.device.t0_slots, r.device.t0_keys)
             staged = row.staged(layer, self.num_layers, (self.num_kv_heads, self.head_dim))
             if staged is not None:
                 k, v, positions = staged
-                if not np.array_equal(positions, r["host"]):
+                if not np.array_equal(positions, r.host):
                     raise RuntimeError("staged host positions differ from the cache's T1/T2 set")
-                _place((keys[b], values[b]), (k, v), None, r["host_keys"])
+                _index_place(dsts, (k, v), None, r.device.host_keys)
                 row.counts.bytes_moved += 2 * k.numel() * k.element_size()
-        f["transient"] = max(f["transient"], 2 * keys.untyped_storage().nbytes())
+        f.transient = max(f.transient, 2 * keys.untyped_storage().nbytes())
         return keys, values
 
-    def _push_features(self, f: dict[str, Any], key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+    def _push_features(self, f: Forward, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         """vase: each new token's value range; r_kv: its key digest (this middle layer's head-mean
         key, average-pooled to key_digest_dim floats)."""
         if self.policy not in (Policy.VASE, Policy.R_KV):
             return
-        for r in f["rows"]:
-            b, row = r["b"], r["row"]
+        for r in f.rows:
+            b, row = r.b, r.row
             if self.policy == Policy.VASE:
-                v = value_states[b, :, r["cols"]].float()  # [heads, n, dim]
+                v = value_states[b, :, r.cols].float()  # [heads, n, dim]
                 ranges = (v.amax(dim=(0, 2)) - v.amin(dim=(0, 2))).cpu().numpy()
-                self.client.push_features(row.sequence, Feature.VALUE_RANGE, ranges, r["first_new"])
+                self.client.push_features(row.live_sequence, Feature.VALUE_RANGE, ranges, r.first_new)
             else:
-                k = key_states[b, :, r["cols"]].float().mean(dim=0)  # [n, dim]
+                k = key_states[b, :, r.cols].float().mean(dim=0)  # [n, dim]
                 digest = k.view(k.shape[0], self._digest_dim, -1).mean(dim=2).reshape(-1).cpu().numpy()
-                self.client.push_features(row.sequence, Feature.KEY_DIGEST, digest, r["first_new"])
+                self.client.push_features(row.live_sequence, Feature.KEY_DIGEST, digest, r.first_new)
 
     # ---- host attention (kvtier.hf.split) ----------------------------------------------------
 
     def attends_host(self) -> bool:
-        return self._forward["host"]
+        return self._forward_now().host
 
     def host_step(self, q_heads: int, head_dim: int) -> HostStep:
-        f = self._forward
-        if "host_step" not in f:
-            f["host_step"] = HostStep(self, f, q_heads, head_dim)
-        return f["host_step"]
+        f = self._forward_now()
+        if f.host_step is None:
+            f.host_step = HostStep(self, f, q_heads, head_dim)
+        return f.host_step
 
     def dead_keys(self) -> torch.Tensor | None:
-        return self._forward["dead"]
+        return self._forward_now().dead
 
     def key_mask(self, q: int) -> torch.Tensor | None:
         """[batch, q, keys] bool: key j is live for row b and not after query i (scoring); None
         when that holds for every key (one query per row, no padding, hidden or dead key). The
         same for every layer of a forward, so built once."""
-        f = self._forward
-        if "key_mask" in f:
-            return f["key_mask"]
-        if q == 1 and f["covered"] and not any(len(r["row"].hidden) for r in f["rows"]):
-            f["key_mask"] = None
+        f = self._forward_now()
+        if not f.key_mask_built:
+            f.key_mask, f.key_mask_built = self._build_key_mask(f, q), True
+        return f.key_mask
+
+    def _build_key_mask(self, f: Forward, q: int) -> torch.Tensor | None:
+        if q == 1 and f.covered and not any(len(r.row.hidden) for r in f.rows):
             return None
-        keys = f["length"]
-        live = torch.zeros(len(self.rows), keys, dtype=torch.bool, device=f["scores"].device)
-        for r in f["rows"]:
-            row = r["row"]
-            live[r["b"], row.pad:] = True
-            live[r["b"], torch.as_tensor(row.pad + row.hidden, device=live.device)] = False
-        if f["dead"] is not None:
-            live &= ~f["dead"]
+        keys = f.length
+        live = torch.zeros(len(self.rows), keys, dtype=torch.bool, device=f.scores.device)
+        for r in f.rows:
+            row = r.row
+            live[r.b, row.pad:] = True
+            live[r.b, torch.as_tensor(row.pad + row.hidden, device=live.device)] = False
+        if f.dead is not None:
+            live &= ~f.dead
         causal = torch.ones(q, keys, dtype=torch.bool, device=live.device).tril(keys - q)
-        f["key_mask"] = live[:, None, :] & causal[None]
-        return f["key_mask"]
+        return live[:, None, :] & causal[None]
 
     def on_scores(self, layer: int, probs: torch.Tensor) -> None:
         """probs [batch, q, keys]: one layer's mean over query heads. After the last layer the
         step's scores go to kvtierd."""
-        f = self._forward
-        if f["prefill"] and f["q"] > 1:  # padding query rows score nothing
+        f = self._forward_now()
+        if f.prefill and f.q > 1:  # padding query rows score nothing
             valid = torch.zeros(probs.shape[0], probs.shape[1], 1, device=probs.device)
-            for r in f["rows"]:
-                valid[r["b"], r["row"].pad:] = 1.0
+            for r in f.rows:
+                valid[r.b, r.row.pad:] = 1.0
             probs = probs * valid
-        f["scores"] += probs.sum(dim=1)
-        f["layers_scored"] += 1
-        if f["layers_scored"] == self.num_layers:
+        f.scores += probs.sum(dim=1)
+        f.layers_scored += 1
+        if f.layers_scored == self.num_layers:
             self.scored_forward()
 
     def scored_forward(self) -> None:
-        """Every layer scored (f["scores"]: the sums over layers): the step's scores go to kvtierd."""
-        f = self._forward
-        scores = (f["scores"] / self.num_layers).cpu().numpy()
-        for r in f["rows"]:
-            row = r["row"]
-            self.client.push_scores(row.sequence, row.step, np.ascontiguousarray(scores[r["b"], row.pad:]))
-            if not f["prefill"]:
-                self.client.step_end(row.sequence, row.step)
+        """Every layer scored (Forward.scores: the sums over layers): the step's scores go to kvtierd."""
+        f = self._forward_now()
+        scores = (f.scores / self.num_layers).cpu().numpy()
+        for r in f.rows:
+            row = r.row
+            self.client.push_scores(row.live_sequence, row.step, np.ascontiguousarray(scores[r.b, row.pad:]))
+            if not f.prefill:
+                self.client.step_end(row.live_sequence, row.step)
                 row.step += 1
                 self._await_plan = self._await_plan or row.step % self.interval == 0
-        if not f["prefill"]:
+        if not f.prefill:
             self._stats.decode_steps += 1
-        self._end_forward()
+        self._end_forward(f)
 
-    def _end_forward(self) -> None:
-        f, s = self._forward, self._stats
+    def _end_forward(self, f: Forward) -> None:
+        s = self._stats
         self._forward = None
         held = self._held_bytes()
-        s.peak_transient_bytes = max(s.peak_transient_bytes, f["transient"])
-        s.peak_kv_bytes = max(s.peak_kv_bytes, held + f["transient"])
+        s.peak_transient_bytes = max(s.peak_transient_bytes, f.transient)
+        s.peak_kv_bytes = max(s.peak_kv_bytes, held + f.transient)
         self._update_stats()
 
     def _held_bytes(self) -> int:

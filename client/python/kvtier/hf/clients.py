@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Callable
-
-import torch
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .._kvtier import Client, Plan
 from .store import DTYPES
+
+if TYPE_CHECKING:
+    from transformers.modeling_utils import PreTrainedModel
 
 
 class PlanRouter:
@@ -30,7 +32,7 @@ class PlanRouter:
         self.owned = owned  # closed by close(), else the caller's
         self._handlers: dict[int, Callable[[Plan], None]] = {}
 
-    def open(self, prompt_length: int, handler: Callable[[Plan], None], **params) -> int:
+    def open(self, prompt_length: int, handler: Callable[[Plan], None], **params: Any) -> int:
         """Opens a sequence whose plans `handler` executes and acknowledges."""
         sequence = self.client.open_sequence(prompt_length, **params)
         self._handlers[sequence] = handler
@@ -54,10 +56,10 @@ class PlanRouter:
             self.client.close()
 
 
-_shared: weakref.WeakKeyDictionary[torch.nn.Module, dict[str | None, PlanRouter]] = weakref.WeakKeyDictionary()
+_shared: weakref.WeakKeyDictionary[PreTrainedModel, dict[str | None, PlanRouter]] = weakref.WeakKeyDictionary()
 
 
-def geometry(model: torch.nn.Module) -> tuple[int, int, int]:
+def geometry(model: PreTrainedModel) -> tuple[int, int, int]:
     config = model.config.get_text_config()
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
@@ -65,7 +67,7 @@ def geometry(model: torch.nn.Module) -> tuple[int, int, int]:
     return config.num_hidden_layers, kv_heads, head_dim
 
 
-def shared_router(model: torch.nn.Module, socket_path: str | None, name: str | None, pool_tokens: int,
+def shared_router(model: PreTrainedModel, socket_path: str | None, name: str | None, pool_tokens: int,
                   int8_pool_tokens: int = 0) -> PlanRouter:
     """The model's client for `socket_path`: connected and registered on first use (with
     `pool_tokens` DDR rows and `int8_pool_tokens` int8 rows), closed with the model or by
@@ -86,7 +88,7 @@ def shared_router(model: torch.nn.Module, socket_path: str | None, name: str | N
     return router
 
 
-def release_model(model: torch.nn.Module) -> None:
+def release_model(model: PreTrainedModel) -> None:
     """Disconnects the clients the model's caches shared (the daemon frees their pools)."""
     for router in _shared.pop(model, {}).values():
         router.close()

@@ -4,19 +4,26 @@ forward, and the handler of each row's plans. All hold the cache weakly."""
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.utils.hooks import RemovableHandle
 
+from .._kvtier import Plan
 from . import attention
 
+if TYPE_CHECKING:
+    from .cache import TieredCache
+    from .rows import Row
 
-def plan_handler(cache: Any, row: Any):
+
+def plan_handler(cache: TieredCache, row: Row) -> Callable[[Plan], None]:
     """Runs a plan of `row` through its cache, held weakly (a cache dropped without close()
     acknowledges its plans as not applied)."""
     ref = weakref.ref(cache)
 
-    def handle(plan) -> None:
+    def handle(plan: Plan) -> None:
         c = ref()
         if c is None:
             row.router.client.ack_plan(plan.epoch, applied=False)
@@ -26,29 +33,29 @@ def plan_handler(cache: Any, row: Any):
     return handle
 
 
-def remove_hooks(hooks: list[Any]) -> None:
+def remove_hooks(hooks: list[RemovableHandle]) -> None:
     for hook in hooks:
         hook.remove()
     hooks.clear()
 
 
-def install_hooks(cache: Any, model: torch.nn.Module) -> list[Any]:
+def install_hooks(cache: TieredCache, model: torch.nn.Module) -> list[RemovableHandle]:
     """A pre-hook on the model (padding, finished rows and plans before the mask is built; marks
     the cache as the one the kvtier attention function serves) and a hook after it. They act only
     for forwards that use this cache and hold it weakly."""
     ref = weakref.ref(cache)
 
-    def ours(kwargs: dict[str, Any]) -> Any:
+    def ours(kwargs: dict[str, Any]) -> TieredCache | None:
         c = ref()
         used = kwargs.get("cache", kwargs.get("past_key_values"))
         return c if c is not None and used is c else None
 
-    def before(module, args, kwargs):
+    def before(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if (c := ours(kwargs)) is not None:
             c._before_forward(kwargs)
             attention.activate(c)
 
-    def after(module, args, kwargs, output):
+    def after(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
         if (c := ours(kwargs)) is not None:
             attention.deactivate(c)
             if c._forward is not None:

@@ -48,6 +48,12 @@ class Row:
     def open(self) -> bool:
         return self.sequence is not None
 
+    @property
+    def live_sequence(self) -> int:
+        """The sequence of an open row."""
+        assert self.sequence is not None, "the row's sequence is closed"
+        return self.sequence
+
     def close(self) -> None:
         if self.sequence is not None and not self.router.client.closed:
             self.router.close_sequence(self.sequence)
@@ -93,7 +99,7 @@ class Row:
         """Checks the host rows libkvtier will stage this forward; on CUDA sizes the two staging
         buffers and issues layer 0's staging."""
         client = self.router.client
-        rows, nbytes = client.t1_rows(self.sequence) if expected else (0, 0)
+        rows, nbytes = client.t1_rows(self.live_sequence) if expected else (0, 0)
         if rows != expected:
             raise RuntimeError(f"libkvtier stages {rows} rows, the cache expects {expected}")
         self._staged = rows
@@ -102,7 +108,9 @@ class Row:
         es = torch.empty(0, dtype=dtype).element_size()
         if not self._buffers or self._buffers[0].numel() * es < nbytes:
             self._buffers = [torch.empty(nbytes // es, dtype=dtype, device=device) for _ in range(2)]
-        client.stage_prefetch(self.sequence, 0, self._buffers[0], StagingOrder.POSITION_ORDER)
+        # The binding takes any DLPack tensor; its stub (_kvtier.pyi) says NumPy only.
+        client.stage_prefetch(self.live_sequence, 0, self._buffers[0],  # type: ignore[arg-type]
+                              StagingOrder.POSITION_ORDER)
 
     def stage_at(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> int:
         """CPU: layer `layer`'s host rows straight into this row's assembled keys and values
@@ -111,9 +119,9 @@ class Row:
         if self._staged == 0:
             return 0
         es = keys.element_size()
-        self.router.client.stage_at(self.sequence, layer, k=keys.data_ptr(), v=values.data_ptr(), rows=keys.shape[1],
-                                    token_stride=keys.stride(1) * es, head_stride=keys.stride(0) * es,
-                                    row_offset=self.pad)
+        self.router.client.stage_at(self.live_sequence, layer, k=keys.data_ptr(), v=values.data_ptr(),
+                                    rows=keys.shape[1], token_stride=keys.stride(1) * es,
+                                    head_stride=keys.stride(0) * es, row_offset=self.pad)
         return 2 * self._staged * keys.shape[0] * keys.shape[2] * es
 
     def attend(self, layer: int, q: np.ndarray, t0_slots: np.ndarray, out: np.ndarray, lse: np.ndarray,
@@ -122,7 +130,7 @@ class Row:
         layer `layer`'s T0 slots `t0_slots` and host rows where they live (Client.attend) into out
         and lse, adding each row's probabilities to scores. Counts the query, the result and the
         scores as moved (what would cross a link to a device)."""
-        self.router.client.attend(self.sequence, layer, q=q, scale=1.0, out=out, lse=lse, t0_slots=t0_slots,
+        self.router.client.attend(self.live_sequence, layer, q=q, scale=1.0, out=out, lse=lse, t0_slots=t0_slots,
                                   scores=scores)
         self.counts.bytes_moved += q.nbytes + out.nbytes + lse.nbytes + scores.nbytes
 
@@ -134,9 +142,10 @@ class Row:
             return None
         client = self.router.client
         if layer + 1 < layers:
-            client.stage_prefetch(self.sequence, layer + 1, self._buffers[(layer + 1) % 2],
+            following = self._buffers[(layer + 1) % 2]
+            client.stage_prefetch(self.live_sequence, layer + 1, following,  # type: ignore[arg-type]  # a tensor
                                   StagingOrder.POSITION_ORDER)
-        got = client.stage_wait(self.sequence, layer)
+        got = client.stage_wait(self.live_sequence, layer)
         buffer = self._buffers[layer % 2]
         es, n = buffer.element_size(), got.rows * shape[0] * shape[1]
         k = buffer[got.k_offset // es: got.k_offset // es + n].view(got.rows, *shape).transpose(0, 1)

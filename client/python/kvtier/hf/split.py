@@ -16,28 +16,34 @@ implementation still runs every prefill.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from .attention import AttentionModule
+    from .cache import TieredCache
+    from .forward import Forward
+    from .rows import Row
 
 
 class HostStep:
     """One host-attention decode forward: per open row its live T0 slots, the positions of its
     rows (T0 slots, then host rows ascending) and their score sums."""
 
-    def __init__(self, cache: Any, f: dict[str, Any], q_heads: int, head_dim: int) -> None:
+    def __init__(self, cache: TieredCache, f: Forward, q_heads: int, head_dim: int) -> None:
         batch = len(cache.rows)
         self.cache, self.f, self.q_heads, self.layers = cache, f, q_heads, 0
         self.q = np.zeros((batch, q_heads, head_dim), dtype=np.float32)  # scaled by the softmax scale
         self.q_t = torch.from_numpy(self.q)
         self.lse = np.zeros((batch, q_heads), dtype=np.float32)
-        self.rows: list[tuple[int, Any, np.ndarray, np.ndarray, np.ndarray]] = []
-        for r in f["rows"]:  # the forward's T0 lists (_begin), less hidden prompt positions
-            row = r["row"]
-            live = ~np.isin(r["t0_keys"] - row.pad, row.hidden)
-            keys = np.concatenate([r["t0_keys"][live], row.pad + r["host"]])
-            self.rows.append((r["b"], row, r["t0_slots"][live].astype(np.uint32), keys,
+        self.rows: list[tuple[int, Row, np.ndarray, np.ndarray, np.ndarray]] = []
+        for r in f.rows:  # the forward's T0 lists (_begin), less hidden prompt positions
+            row = r.row
+            live = ~np.isin(r.t0_keys - row.pad, row.hidden)
+            keys = np.concatenate([r.t0_keys[live], row.pad + r.host])
+            self.rows.append((r.b, row, r.t0_slots[live].astype(np.uint32), keys,
                               np.zeros(len(keys), dtype=np.float32)))
 
     def attend(self, layer: int, query: torch.Tensor, scaling: float) -> torch.Tensor:
@@ -55,13 +61,14 @@ class HostStep:
     def _score(self) -> None:
         """The forward's probabilities (summed over layers and query heads) as the per-layer mean
         over query heads that on_scores sums, put at the rows' positions."""
-        scores = self.f["scores"]
+        scores = self.f.scores
         for b, _, _, keys, sums in self.rows:
             scores[b, torch.from_numpy(keys)] = torch.from_numpy(sums) / self.q_heads
         self.cache.scored_forward()
 
 
-def split_attention(cache: Any, module: torch.nn.Module, query: torch.Tensor, scaling: float):
+def split_attention(cache: TieredCache, module: AttentionModule, query: torch.Tensor,
+                    scaling: float) -> tuple[torch.Tensor, None]:
     """The kvtier attention function's body for a host-attention forward (the keys and values
     transformers passes are the layer's T0 storage, which libkvtier reads through the sequence's
     attached cache). Returns (output [batch, 1, q_heads, head_dim], None)."""

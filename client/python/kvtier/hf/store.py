@@ -10,14 +10,16 @@ attached again (kvtier_sequence_attach_cache moves a sequence, keeping its host 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 
 from .._kvtier import Backend, Client, DType
 
-DTYPES = {torch.float32: DType.F32, torch.float16: DType.F16, torch.bfloat16: DType.BF16}
+DTYPES: dict[torch.dtype, DType] = {torch.float32: DType.F32, torch.float16: DType.F16, torch.bfloat16: DType.BF16}
 
 
-def storage_bytes(tensors) -> int:
+def storage_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
     """Bytes allocated for the storages of `tensors` (each storage counted once)."""
     seen: dict[int, int] = {}
     for t in tensors:
