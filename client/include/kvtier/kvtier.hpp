@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -48,6 +49,8 @@ class Client {
 
   explicit operator bool() const { return handle_ != nullptr; }
   kvtier_client* get() const { return handle_.get(); }
+  // Frees the handle (kvtier_client_free); the object is empty afterwards.
+  void close() { handle_.reset(); }
   std::string last_error() const { return kvtier_client_last_error(handle_.get()); }
 
   kvtier_status versions(kvtier_versions& out) const { return kvtier_client_versions(handle_.get(), &out); }
@@ -124,6 +127,28 @@ class Client {
   // CPU backend: the layer's host rows straight to their positions in `target` (kvtier.h).
   kvtier_status stage_layer_at(std::uint32_t sequence, std::uint32_t layer, const kvtier_stage_target& target) {
     return kvtier_stage_layer_at(handle_.get(), sequence, layer, &target);
+  }
+
+  // CUDA backend: the stream the sequence's staging waits on (kvtier.h).
+  kvtier_status set_stream(std::uint32_t sequence, std::uintptr_t stream) {
+    return kvtier_sequence_set_stream(handle_.get(), sequence, stream);
+  }
+  // CPU backend: a decode query's attention over the T0 slots and the host rows in place (kvtier.h).
+  kvtier_status attend(std::uint32_t sequence, std::uint32_t layer, const kvtier_attention& attention) {
+    return kvtier_attend(handle_.get(), sequence, layer, &attention);
+  }
+
+  // Sequence hand-off (kvtier.h): the token an adopter presents; the adopted sequence.
+  // KVTIER_E_INVALID_ARGUMENT, with no detail in last_error(), when the two T0 lists differ in length.
+  kvtier_status export_sequence(std::uint32_t sequence, const kvtier_export_buffer& buffer,
+                                std::span<const std::uint32_t> t0_positions, std::span<const std::uint32_t> t0_slots,
+                                std::uint64_t& token) {
+    if (t0_positions.size() != t0_slots.size()) return KVTIER_E_INVALID_ARGUMENT;
+    return kvtier_sequence_export(handle_.get(), sequence, &buffer, t0_positions.data(), t0_slots.data(),
+                                  t0_positions.size(), &token);
+  }
+  kvtier_status adopt_sequence(std::uint64_t token, kvtier_adopted& out) {
+    return kvtier_sequence_adopt(handle_.get(), token, &out);
   }
 
   kvtier_status counters(kvtier_client_counters& out) const { return kvtier_client_counters_get(handle_.get(), &out); }

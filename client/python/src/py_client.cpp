@@ -1,23 +1,19 @@
 #include "py_client.hpp"
 
+#include <chrono>
+#include <cstddef>
 #include <cstring>
-#include <memory>
+#include <span>
 
 namespace kvtier::python {
 namespace {
 
-struct StatusFree {
-  void operator()(kvtier_daemon_status* s) const noexcept { kvtier_daemon_status_free(s); }
-};
-struct EventsFree {
-  void operator()(kvtier_daemon_events* e) const noexcept { kvtier_daemon_events_free(e); }
-};
-struct PlacementFree {
-  void operator()(kvtier_sequence_placement* p) const noexcept { kvtier_sequence_placement_free(p); }
-};
-
 // The library's view of staged rows (valid until its next stage call) copied out, with K and V as
 // byte offsets into `buffer`, the caller's staging buffer.
+std::span<std::byte> bytes_at(void* buffer, std::size_t capacity) {
+  return {static_cast<std::byte*>(buffer), capacity};
+}
+
 StagedLayer to_staged(const kvtier_staged_layer& staged, const void* buffer) {
   StagedLayer out;
   out.layer = staged.layer;
@@ -33,21 +29,12 @@ StagedLayer to_staged(const kvtier_staged_layer& staged, const void* buffer) {
 
 PyClient::PyClient(const std::optional<std::string>& socket_path, const std::optional<std::string>& name,
                    kvtier_role role) {
-  kvtier_connect_options options;
-  kvtier_connect_options_init(&options);
-  options.socket_path = socket_path ? socket_path->c_str() : nullptr;
-  options.client_name = name ? name->c_str() : nullptr;
-  options.role = role;
-  kvtier_client* raw = nullptr;
-  const kvtier_status status = kvtier_client_connect(&options, &raw);
-  if (status == KVTIER_OK) {
-    handle_ = raw;
-    return;
-  }
-  // raw may be NULL (then the thread's detail is read); on a version mismatch it is set and the
+  const kvtier_status status = client_.connect(socket_path.value_or(""), name.value_or(""), role);
+  if (status == KVTIER_OK) return;
+  // The handle is empty (then the thread's detail is read) or, on a version mismatch, kept so the
   // detail names both sides' versions.
-  const std::string message = kvtier_client_last_error(raw);
-  kvtier_client_free(raw);
+  const std::string message = client_.last_error();
+  client_.close();
   throw StatusError(status, message);
 }
 
@@ -55,27 +42,28 @@ PyClient::~PyClient() { close(); }
 
 void PyClient::close() {
   std::lock_guard lock(mu_);
-  kvtier_client_free(handle_);
-  handle_ = nullptr;
+  client_.close();
 }
 
 bool PyClient::closed() const {
   std::lock_guard lock(mu_);
-  return handle_ == nullptr;
+  return !client_;
 }
 
-kvtier_client* PyClient::handle_locked(const char* what) {
-  if (handle_ == nullptr) throw StatusError(KVTIER_E_BAD_STATE, std::string(what) + " on a closed client");
-  return handle_;
+Client& PyClient::open_client(const char* what) {
+  if (!client_) throw StatusError(KVTIER_E_BAD_STATE, std::string(what) + " on a closed client");
+  return client_;
 }
 
-void PyClient::fail(kvtier_status status) { throw StatusError(status, kvtier_client_last_error(handle_)); }
+void PyClient::check(kvtier_status status) {
+  if (status != KVTIER_OK) throw StatusError(status, client_.last_error());
+}
 
 kvtier_versions PyClient::versions() {
   std::lock_guard lock(mu_);
   kvtier_versions out{};
   out.struct_size = sizeof(out);
-  if (const auto st = kvtier_client_versions(handle_locked("versions"), &out); st != KVTIER_OK) fail(st);
+  check(open_client("versions").versions(out));
   return out;
 }
 
@@ -94,7 +82,7 @@ void PyClient::register_model(std::uint32_t num_layers, std::uint32_t num_kv_hea
   geometry.model_name = model_name ? model_name->c_str() : nullptr;
   geometry.int8_pool_tokens = int8_pool_tokens;
   geometry.weight = weight;
-  if (const auto st = kvtier_model_register(handle_locked("register_model"), &geometry); st != KVTIER_OK) fail(st);
+  check(open_client("register_model").register_model(geometry));
 }
 
 std::uint32_t PyClient::open_sequence(std::uint32_t prompt_length, const SequenceParams& p) {
@@ -115,44 +103,38 @@ std::uint32_t PyClient::open_sequence(std::uint32_t prompt_length, const Sequenc
   o.key_digest_dim = p.key_digest_dim.value_or(o.key_digest_dim);
   o.tokens_per_position = p.tokens_per_position.value_or(o.tokens_per_position);
   std::uint32_t sequence = 0;
-  if (const auto st = kvtier_sequence_open_with(handle_locked("open_sequence"), &o, &sequence); st != KVTIER_OK) {
-    fail(st);
-  }
+  check(open_client("open_sequence").open_sequence(o, sequence));
   return sequence;
 }
 
 void PyClient::close_sequence(std::uint32_t sequence) {
   std::lock_guard lock(mu_);
-  if (const auto st = kvtier_sequence_close(handle_locked("close_sequence"), sequence); st != KVTIER_OK) fail(st);
+  check(open_client("close_sequence").close_sequence(sequence));
 }
 
 void PyClient::push_scores(std::uint32_t sequence, std::uint32_t step, std::uint32_t first_position,
                            std::span<const float> values) {
   std::lock_guard lock(mu_);
-  const auto st = kvtier_scores_push(handle_locked("push_scores"), sequence, step, first_position, values.data(),
-                                     values.size());
-  if (st != KVTIER_OK) fail(st);
+  check(open_client("push_scores").push_scores(sequence, step, first_position, values));
 }
 
 void PyClient::push_features(std::uint32_t sequence, kvtier_feature feature, std::uint32_t first_position,
                               std::span<const float> values) {
   std::lock_guard lock(mu_);
-  const auto st = kvtier_features_push(handle_locked("push_features"), sequence, feature, first_position,
-                                       values.data(), values.size());
-  if (st != KVTIER_OK) fail(st);
+  check(open_client("push_features").push_feature(sequence, feature, first_position, values));
 }
 
 void PyClient::step_end(std::uint32_t sequence, std::uint32_t step) {
   std::lock_guard lock(mu_);
-  if (const auto st = kvtier_sequence_step_end(handle_locked("step_end"), sequence, step); st != KVTIER_OK) fail(st);
+  check(open_client("step_end").step_end(sequence, step));
 }
 
 std::optional<Plan> PyClient::poll_plan(int timeout_ms) {
   std::lock_guard lock(mu_);
   kvtier_plan plan{};
-  const auto st = kvtier_plan_poll(handle_locked("poll_plan"), timeout_ms, &plan);
+  const auto st = open_client("poll_plan").poll_plan(std::chrono::milliseconds(timeout_ms), plan);
   if (st == KVTIER_E_TIMEOUT) return std::nullopt;
-  if (st != KVTIER_OK) fail(st);
+  check(st);
   Plan out{plan.epoch, plan.sequence, {}};
   out.moves.assign(plan.moves, plan.moves + plan.move_count);
   return out;
@@ -160,14 +142,14 @@ std::optional<Plan> PyClient::poll_plan(int timeout_ms) {
 
 void PyClient::ack_plan(std::uint64_t epoch, bool applied) {
   std::lock_guard lock(mu_);
-  if (const auto st = kvtier_plan_ack(handle_locked("ack_plan"), epoch, applied ? 1 : 0); st != KVTIER_OK) fail(st);
+  check(open_client("ack_plan").ack_plan(epoch, applied));
 }
 
 bool PyClient::sync(int timeout_ms) {
   std::lock_guard lock(mu_);
-  const auto st = kvtier_client_sync(handle_locked("sync"), timeout_ms);
+  const auto st = open_client("sync").sync(std::chrono::milliseconds(timeout_ms));
   if (st == KVTIER_E_TIMEOUT) return false;
-  if (st != KVTIER_OK) fail(st);
+  check(st);
   return true;
 }
 
@@ -190,29 +172,25 @@ void PyClient::attach_cache(std::uint32_t sequence, const KvLayout& l) {
   layout.k_base = l.k_base.data();
   layout.v_base = l.v_base.data();
   layout.backend = l.backend;
-  if (const auto st = kvtier_sequence_attach_cache(handle_locked("attach_cache"), sequence, &layout); st != KVTIER_OK) {
-    fail(st);
-  }
+  check(open_client("attach_cache").attach_cache(sequence, layout));
 }
 
 void PyClient::execute_plan(const Plan& plan, std::span<const std::uint32_t> hbm_slots) {
   std::lock_guard lock(mu_);
-  kvtier_client* handle = handle_locked("execute_plan");
+  Client& client = open_client("execute_plan");
   if (hbm_slots.size() != plan.moves.size()) {
     throw StatusError(KVTIER_E_INVALID_ARGUMENT, "hbm_slots has " + std::to_string(hbm_slots.size()) +
                                                      " entries, the plan " + std::to_string(plan.moves.size()) +
                                                      " moves");
   }
   const kvtier_plan c_plan{plan.epoch, plan.sequence, plan.moves.size(), plan.moves.data()};
-  if (const auto st = kvtier_plan_execute(handle, &c_plan, hbm_slots.data()); st != KVTIER_OK) fail(st);
+  check(client.execute_plan(c_plan, hbm_slots));
 }
 
 std::pair<std::size_t, std::size_t> PyClient::t1_rows(std::uint32_t sequence) {
   std::lock_guard lock(mu_);
   std::size_t rows = 0, bytes = 0;
-  if (const auto st = kvtier_sequence_t1_rows(handle_locked("t1_rows"), sequence, &rows, &bytes); st != KVTIER_OK) {
-    fail(st);
-  }
+  check(open_client("t1_rows").t1_rows(sequence, rows, bytes));
   return {rows, bytes};
 }
 
@@ -220,61 +198,49 @@ StagedLayer PyClient::stage_layer(std::uint32_t sequence, std::uint32_t layer, k
                                   void* buffer, std::size_t capacity) {
   std::lock_guard lock(mu_);
   kvtier_staged_layer staged{};
-  const auto st = kvtier_stage_layer(handle_locked("stage_layer"), sequence, layer, order, buffer, capacity, &staged);
-  if (st != KVTIER_OK) fail(st);
+  check(open_client("stage_layer").stage_layer(sequence, layer, order, bytes_at(buffer, capacity), staged));
   return to_staged(staged, buffer);
 }
 
 void PyClient::stage_prefetch(std::uint32_t sequence, std::uint32_t layer, kvtier_staging_order order, void* buffer,
                               std::size_t capacity) {
   std::lock_guard lock(mu_);
-  const auto st = kvtier_stage_prefetch(handle_locked("stage_prefetch"), sequence, layer, order, buffer, capacity);
-  if (st != KVTIER_OK) fail(st);
+  check(open_client("stage_prefetch").stage_prefetch(sequence, layer, order, bytes_at(buffer, capacity)));
 }
 
 StagedLayer PyClient::stage_wait(std::uint32_t sequence, std::uint32_t layer, const void* buffer) {
   std::lock_guard lock(mu_);
   kvtier_staged_layer staged{};
-  if (const auto st = kvtier_stage_wait(handle_locked("stage_wait"), sequence, layer, &staged); st != KVTIER_OK) {
-    fail(st);
-  }
+  check(open_client("stage_wait").stage_wait(sequence, layer, staged));
   return to_staged(staged, buffer);
 }
 
 void PyClient::stage_at(std::uint32_t sequence, std::uint32_t layer, const kvtier_stage_target& target) {
   std::lock_guard lock(mu_);
-  if (const auto st = kvtier_stage_layer_at(handle_locked("stage_at"), sequence, layer, &target); st != KVTIER_OK) {
-    fail(st);
-  }
+  check(open_client("stage_at").stage_layer_at(sequence, layer, target));
 }
 
 void PyClient::attend(std::uint32_t sequence, std::uint32_t layer, const kvtier_attention& attention) {
   std::lock_guard lock(mu_);
-  if (const auto st = kvtier_attend(handle_locked("attend"), sequence, layer, &attention); st != KVTIER_OK) {
-    fail(st);
-  }
+  check(open_client("attend").attend(sequence, layer, attention));
 }
 
 void PyClient::set_stream(std::uint32_t sequence, std::uintptr_t stream) {
   std::lock_guard lock(mu_);
-  if (const auto st = kvtier_sequence_set_stream(handle_locked("set_stream"), sequence, stream); st != KVTIER_OK) {
-    fail(st);
-  }
+  check(open_client("set_stream").set_stream(sequence, stream));
 }
 
 std::uint64_t PyClient::export_sequence(std::uint32_t sequence, const kvtier_export_buffer& buffer,
                                         std::span<const std::uint32_t> t0_positions,
                                         std::span<const std::uint32_t> t0_slots) {
   std::lock_guard lock(mu_);
-  kvtier_client* handle = handle_locked("export_sequence");
+  Client& client = open_client("export_sequence");
   if (t0_positions.size() != t0_slots.size()) {
     throw StatusError(KVTIER_E_INVALID_ARGUMENT, "t0_positions has " + std::to_string(t0_positions.size()) +
                                                      " entries, t0_slots " + std::to_string(t0_slots.size()));
   }
   std::uint64_t token = 0;
-  const auto st = kvtier_sequence_export(handle, sequence, &buffer, t0_positions.data(), t0_slots.data(),
-                                         t0_positions.size(), &token);
-  if (st != KVTIER_OK) fail(st);
+  check(client.export_sequence(sequence, buffer, t0_positions, t0_slots, token));
   return token;
 }
 
@@ -282,7 +248,7 @@ kvtier_adopted PyClient::adopt_sequence(std::uint64_t token) {
   std::lock_guard lock(mu_);
   kvtier_adopted out{};
   out.struct_size = sizeof(out);
-  if (const auto st = kvtier_sequence_adopt(handle_locked("adopt_sequence"), token, &out); st != KVTIER_OK) fail(st);
+  check(open_client("adopt_sequence").adopt_sequence(token, out));
   return out;
 }
 
@@ -290,15 +256,14 @@ kvtier_client_counters PyClient::counters() {
   std::lock_guard lock(mu_);
   kvtier_client_counters out{};
   out.struct_size = sizeof(out);
-  if (const auto st = kvtier_client_counters_get(handle_locked("counters"), &out); st != KVTIER_OK) fail(st);
+  check(open_client("counters").counters(out));
   return out;
 }
 
 DaemonStatus PyClient::daemon_status() {
   std::lock_guard lock(mu_);
-  kvtier_daemon_status* raw = nullptr;
-  if (const auto st = kvtier_daemon_status_get(handle_locked("status"), &raw); st != KVTIER_OK) fail(st);
-  const std::unique_ptr<kvtier_daemon_status, StatusFree> status(raw);
+  DaemonStatusPtr status;
+  check(open_client("status").daemon_status(status));
   DaemonStatus out;
   out.daemon_version = status->daemon_version;
   out.daemon_epoch = status->daemon_epoch;
@@ -343,14 +308,13 @@ DaemonStatus PyClient::daemon_status() {
 
 std::string PyClient::last_error() {
   std::lock_guard lock(mu_);
-  return kvtier_client_last_error(handle_);
+  return client_.last_error();
 }
 
 DaemonEvents PyClient::daemon_events(std::uint32_t limit) {
   std::lock_guard lock(mu_);
-  kvtier_daemon_events* raw = nullptr;
-  if (const auto st = kvtier_daemon_events_get(handle_locked("events"), limit, &raw); st != KVTIER_OK) fail(st);
-  const std::unique_ptr<kvtier_daemon_events, EventsFree> events(raw);
+  DaemonEventsPtr events;
+  check(open_client("events").daemon_events(limit, events));
   DaemonEvents out{{}, events->capacity, events->recorded};
   for (std::size_t i = 0; i < events->event_count; ++i) {
     const kvtier_event& e = events->events[i];
@@ -367,13 +331,8 @@ Placement PyClient::placement(std::uint32_t client_id, std::uint32_t sequence_id
   Placement out;
   std::uint32_t first = 0;
   do {
-    kvtier_sequence_placement* raw = nullptr;
-    if (const auto st = kvtier_sequence_placement_get(handle_locked("placement"), client_id, sequence_id, first,
-                                                      kRunsPerPage, &raw);
-        st != KVTIER_OK) {
-      fail(st);
-    }
-    const std::unique_ptr<kvtier_sequence_placement, PlacementFree> page(raw);
+    PlacementPtr page;
+    check(open_client("placement").sequence_placement(client_id, sequence_id, first, kRunsPerPage, page));
     out.length = page->length;
     for (std::size_t i = 0; i < page->run_count; ++i) out.runs.emplace_back(page->runs[i].tier, page->runs[i].count);
     if (page->next_position <= first) break;  // no progress: never loop

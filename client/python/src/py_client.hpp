@@ -1,5 +1,6 @@
-// PyClient: the object behind kvtier.Client. It owns one kvtier_client handle and turns every
-// failed C call into a StatusError (status + the handle's last_error text), which the module's
+// PyClient: the object behind kvtier.Client. It owns one kvtier::Client (kvtier.hpp, the C ABI's
+// RAII layer) and turns every failed call into a StatusError (status + the handle's last_error
+// text), which the module's
 // exception translator raises as the matching kvtier.KvtierError subclass. It holds no Python
 // objects, so its methods run with the GIL released (bind_client.cpp releases it).
 //
@@ -16,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "kvtier/kvtier.h"
+#include "kvtier/kvtier.hpp"
 #include "kvtier/protocol/tier_param_table.hpp"
 
 namespace kvtier::python {
@@ -184,11 +185,11 @@ class PyClient {
   std::string last_error();
 
  private:
-  kvtier_client* handle_locked(const char* what);  // mu_ held; throws bad_state when closed
-  [[noreturn]] void fail(kvtier_status status);    // mu_ held
+  Client& open_client(const char* what);  // mu_ held; throws bad_state when closed
+  void check(kvtier_status status);      // mu_ held; throws the status with the handle's detail
 
   mutable std::mutex mu_;
-  kvtier_client* handle_ = nullptr;
+  Client client_;  // empty once closed
 };
 
 }  // namespace kvtier::python
