@@ -23,9 +23,6 @@ using kvtier::client::fail;
 using kvtier::client::guarded;
 using kvtier::client::to_status;
 
-// Detail of this thread's last failed kvtier_client_connect (no handle exists to hold it).
-thread_local std::string t_connect_error;
-
 // Options structs grow at the end. A caller built against an older kvtier.h passes a smaller
 // struct_size, at least `known` (the offset of the first field the oldest supported header
 // lacks). Each older size in `generations` (ascending; the sizeof of that header's struct) has
@@ -87,7 +84,7 @@ kvtier_status kvtier_client_connect(const kvtier_connect_options* options, kvtie
   }
   *out = nullptr;
   try {
-    t_connect_error.clear();
+    kvtier::client::thread_error().clear();
     kvtier::client::ClientOptions opts;
     opts.socket_path = options->socket_path != nullptr ? options->socket_path : kvtier_default_socket_path();
     opts.name = options->client_name != nullptr ? options->client_name : "pid-" + std::to_string(::getpid());
@@ -96,7 +93,7 @@ kvtier_status kvtier_client_connect(const kvtier_connect_options* options, kvtie
     auto connected = kvtier::client::Client::connect(opts, handle->impl);
     if (!connected) {
       const kvtier_status status = fail(handle.get(), connected.error());
-      t_connect_error = connected.error().message;
+      kvtier::client::thread_error() = connected.error().message;
       // Keep the handle on a version mismatch so the caller can read both sides' versions.
       if (status == KVTIER_E_VERSION_MISMATCH && handle->impl) *out = handle.release();
       return status;
@@ -104,7 +101,7 @@ kvtier_status kvtier_client_connect(const kvtier_connect_options* options, kvtie
     *out = handle.release();
     return KVTIER_OK;
   } catch (...) {
-    t_connect_error = "unexpected exception";
+    kvtier::client::thread_error() = "unexpected exception";
     return KVTIER_E_INTERNAL;
   }
 }
@@ -112,7 +109,7 @@ kvtier_status kvtier_client_connect(const kvtier_connect_options* options, kvtie
 void kvtier_client_free(kvtier_client* client) { delete client; }
 
 const char* kvtier_client_last_error(const kvtier_client* client) {
-  return client != nullptr ? client->last_error.c_str() : t_connect_error.c_str();
+  return client != nullptr ? client->last_error.c_str() : kvtier::client::thread_error().c_str();
 }
 
 kvtier_status kvtier_client_versions(const kvtier_client* client, kvtier_versions* out) {

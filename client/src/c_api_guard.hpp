@@ -1,4 +1,5 @@
-// What every C ABI translation unit (c_api.cpp, c_api_admin.cpp) shares: the opaque handle's
+// What every C ABI translation unit (c_api.cpp, c_api_admin.cpp, c_api_kernels.cpp) shares: the
+// opaque handle's
 // definition and the noexcept guard that turns exceptions and kvtier::Error into kvtier_status,
 // keeping the detail in the handle's last error. Private to libkvtier.
 #pragma once
@@ -19,6 +20,13 @@ struct kvtier_client {
 namespace kvtier::client {
 
 inline kvtier_status to_status(kvtier::Errc code) { return static_cast<kvtier_status>(code); }
+
+// Detail of this thread's last failed call made without a handle to hold it
+// (kvtier_client_connect, the engine helpers); kvtier_client_last_error(NULL) returns it.
+inline std::string& thread_error() {
+  thread_local std::string detail;
+  return detail;
+}
 
 inline kvtier_status fail(kvtier_client* client, const kvtier::Error& error) {
   if (client != nullptr) client->last_error = error.message;

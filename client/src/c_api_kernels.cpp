@@ -1,20 +1,23 @@
 // The C ABI's engine helpers (kvtier/cache.h, "engine helpers"): kernels::copy_rows and
-// kernels::paged_block_scores over plain C views, with this thread's last error.
+// kernels::paged_block_scores over plain C views; a failure's detail is this thread's
+// (kvtier_client_last_error(NULL)).
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "kvtier/kernels/gather.hpp"
 #include "kvtier/kernels/paged_scores.hpp"
+#include "c_api_guard.hpp"
 #include "kvtier/kvtier.h"
 
 namespace {
 
-thread_local std::string g_last_error;
+using kvtier::client::thread_error;
 
 kvtier_status invalid(std::string message) {
-  g_last_error = std::move(message);
+  thread_error() = std::move(message);
   return KVTIER_E_INVALID_ARGUMENT;
 }
 
@@ -22,11 +25,11 @@ kvtier_status invalid(std::string message) {
 template <class Fn>
 kvtier_status guarded(Fn&& fn) noexcept {
   try {
-    g_last_error.clear();
+    thread_error().clear();
     const kvtier::Status done = fn();
     return done ? KVTIER_OK : invalid(done.error().message);
   } catch (const std::exception& e) {
-    g_last_error = e.what();
+    thread_error() = e.what();
     return KVTIER_E_INTERNAL;
   }
 }
@@ -45,8 +48,6 @@ bool key_type(kvtier_dtype dtype, kvtier::kernels::KeyType& out) {
 }
 
 }  // namespace
-
-const char* kvtier_thread_last_error(void) { return g_last_error.c_str(); }
 
 kvtier_status kvtier_copy_rows(const kvtier_head_rows* dst, const kvtier_head_rows* src, size_t heads,
                                size_t row_bytes, const int64_t* from, const int64_t* to, size_t count) {

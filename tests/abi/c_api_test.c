@@ -141,7 +141,7 @@ static int handoff_online(kvtier_client* client, uint32_t sequence) {
 }
 
 /* The engine helpers take no handle: rows copied between two host views, a bad index refused with
- * nothing copied and the detail in this thread's last error; block scores of one full block. */
+ * nothing copied and the detail in this thread's handle-less last error; block scores of one full block. */
 static int engine_helpers(void) {
   float src[2][4] = {{1, 2, 3, 4}, {5, 6, 7, 8}}; /* 2 heads x 4 rows of one float */
   float dst[2][3] = {{0}};
@@ -150,9 +150,9 @@ static int engine_helpers(void) {
   const int64_t from[2] = {3, 1}, to[2] = {0, 2}, bad[2] = {3, 4};
   CHECK(kvtier_copy_rows(&d, &s, 2, sizeof(float), from, to, 2) == KVTIER_OK);
   CHECK(dst[0][0] == 4 && dst[0][2] == 2 && dst[1][0] == 8 && dst[1][2] == 6 && dst[0][1] == 0);
-  CHECK(strcmp(kvtier_thread_last_error(), "") == 0);
+  CHECK(strcmp(kvtier_client_last_error(NULL), "") == 0);
   CHECK(kvtier_copy_rows(&d, &s, 2, sizeof(float), from, bad, 2) == KVTIER_E_INVALID_ARGUMENT);
-  CHECK(strlen(kvtier_thread_last_error()) > 0);
+  CHECK(strlen(kvtier_client_last_error(NULL)) > 0);
   CHECK(dst[0][0] == 4); /* unchanged */
   CHECK(kvtier_copy_rows(NULL, &s, 2, sizeof(float), from, to, 2) == KVTIER_E_INVALID_ARGUMENT);
 

@@ -421,11 +421,7 @@ KVTIER_API kvtier_status kvtier_sequence_adopt(kvtier_client* client, uint64_t t
  * Kernels an engine integration needs around kvtier on the CPU: assembling a layer's rows in
  * position order (kvtier.hf) and per-block attention scores over a paged KV cache when the
  * engine's attention kernel returns no probabilities (vLLM). They take no handle; a failed call
- * leaves its detail in kvtier_thread_last_error(). */
-
-/* Detail of this thread's last failed call among the functions of this section; "" when none
- * failed yet. Valid until this thread's next such call. Never NULL. */
-KVTIER_API const char* kvtier_thread_last_error(void);
+ * leaves its detail where kvtier_client_last_error(NULL) reads it (this thread's). */
 
 /* One layer's keys or values in host memory: `rows` token rows per head; row t of head h starts
  * at base + t * token_stride + h * head_stride (bytes). */

@@ -61,7 +61,8 @@ KVTIER_API kvtier_status kvtier_client_connect(const kvtier_connect_options* opt
 KVTIER_API void kvtier_client_free(kvtier_client* client);
 
 /* Detail of the last failed call on this handle; valid until the next call. Never NULL. With
- * client == NULL: the detail of this thread's last failed kvtier_client_connect. */
+ * client == NULL: the detail of this thread's last failed call made without a handle
+ * (kvtier_client_connect, and the engine helpers of kvtier/cache.h). */
 KVTIER_API const char* kvtier_client_last_error(const kvtier_client* client);
 
 typedef struct kvtier_versions {

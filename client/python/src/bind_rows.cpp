@@ -51,7 +51,7 @@ void copy_rows(const std::vector<View>& dst, std::size_t dst_rows, const std::ve
       done = kvtier_copy_rows(&d, &s, heads, row_bytes, from.data(), to.data(), from.size());
     }
   }
-  if (done != KVTIER_OK) throw StatusError(done, kvtier_thread_last_error());
+  if (done != KVTIER_OK) throw StatusError(done, kvtier_client_last_error(nullptr));
 }
 
 }  // namespace

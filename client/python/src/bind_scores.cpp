@@ -69,7 +69,7 @@ void block_scores(const Query& query, const Keys& keys, const Table& block_table
                                  scale};
   nb::gil_scoped_release release;
   if (kvtier_block_scores(&paged, &batch, out.data(), static_cast<std::uint32_t>(out.shape(1))) != KVTIER_OK) {
-    invalid(kvtier_thread_last_error());
+    invalid(kvtier_client_last_error(nullptr));
   }
 }
 
