@@ -100,7 +100,8 @@ def run_dir() -> Iterator[Path]:
 def start_daemon(command: str, run_dir: Path) -> subprocess.Popen[bytes]:
     """The documented kvtierd command (with a private shm prefix), once it answers."""
     argv = as_run_here(command, run_dir).split() + ["--set", f"daemon.shm_prefix=docs{os.getpid()}"]
-    daemon = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(run_dir / "kvtierd.log", "wb"))
+    with open(run_dir / "kvtierd.log", "wb") as log:  # the child keeps its own descriptor
+        daemon = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
     socket = run_dir / "kvtierd.sock"
     while not socket.exists():
         assert daemon.poll() is None, (run_dir / "kvtierd.log").read_text()

@@ -138,9 +138,8 @@ std::string open_sequence_signature() {
 
 // kwargs[name] into `out` when given and not None; TypeError when it has the wrong type.
 template <class T>
-void take(const nb::kwargs& kwargs, const char* name, std::optional<T>& out, int& used) {
+void take(const nb::kwargs& kwargs, const char* name, std::optional<T>& out) {
   if (!kwargs.contains(name)) return;
-  ++used;
   const nb::handle value = kwargs[name];
   if (value.is_none()) return;
   T parsed{};
@@ -153,24 +152,21 @@ void take(const nb::kwargs& kwargs, const char* name, std::optional<T>& out, int
 }
 
 std::uint32_t open_sequence(ClientObject& self, std::uint32_t prompt_length, const nb::kwargs& kwargs) {
+  for (const auto [key, value] : kwargs) {
+    const std::string name = nb::str(key).c_str();
+    bool known = false;
+    for (const Keyword& k : kOpenKeywords) known = known || name == k.name;
+    if (!known) throw nb::type_error(("open_sequence() got an unexpected keyword argument '" + name + "'").c_str());
+  }
   SequenceParams p;
-  int used = 0;
-#define KVTIER_PY_TAKE(name, Wire, Type, value, range, help) take(kwargs, #name, p.name, used);
+#define KVTIER_PY_TAKE(name, Wire, Type, value, range, help) take(kwargs, #name, p.name);
   KVTIER_TIER_NUMBERS(KVTIER_PY_TAKE)
 #undef KVTIER_PY_TAKE
-  take(kwargs, "mode", p.mode, used);
-  take(kwargs, "policy", p.policy, used);
-  take(kwargs, "protect_prompt", p.protect_prompt, used);
-  take(kwargs, "key_digest_dim", p.key_digest_dim, used);
-  take(kwargs, "tokens_per_position", p.tokens_per_position, used);
-  if (static_cast<std::size_t>(used) != kwargs.size()) {
-    for (const auto [key, value] : kwargs) {
-      const std::string name = nb::str(key).c_str();
-      bool known = false;
-      for (const Keyword& k : kOpenKeywords) known = known || name == k.name;
-      if (!known) throw nb::type_error(("open_sequence() got an unexpected keyword argument '" + name + "'").c_str());
-    }
-  }
+  take(kwargs, "mode", p.mode);
+  take(kwargs, "policy", p.policy);
+  take(kwargs, "protect_prompt", p.protect_prompt);
+  take(kwargs, "key_digest_dim", p.key_digest_dim);
+  take(kwargs, "tokens_per_position", p.tokens_per_position);
   nb::gil_scoped_release release;
   return self.open_sequence(prompt_length, p);
 }

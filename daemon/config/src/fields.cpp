@@ -12,7 +12,7 @@ namespace {
 
 // [tiering]'s real keys take their ranges from the tier parameter table, so a node default is
 // never one a sequence would refuse.
-namespace R = protocol::tier_ranges;
+namespace ranges = protocol::tier_ranges;
 
 constexpr std::uint64_t kKiB = 1024;
 constexpr std::uint64_t kMiB = kKiB * 1024;
@@ -192,18 +192,18 @@ const std::array<FieldSpec, 35> kFields = {{
   {.table = "tiering", .key = "hbm_ratio",
    .help = "share of surviving unprotected tokens kept in T0, 0..1",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.hbm_ratio; },
-   .real = R::hbm_ratio},
+   .real = ranges::hbm_ratio},
   {.table = "tiering", .key = "evict_ratio",
    .help = "fraction of unprotected tokens destroyed (T3), read per eviction_mode, 0..1",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.evict_ratio; },
-   .real = R::evict_ratio},
+   .real = ranges::evict_ratio},
   {.table = "tiering", .key = "hysteresis",
    .help = "relative score margin before a token changes tier, [0, 1); 0 = none",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.hysteresis; },
-   .real = R::hysteresis},
+   .real = ranges::hysteresis},
   {.table = "tiering", .key = "decay", .help = "per-step score multiplier, (0, 1]; 1 = none",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.decay; },
-   .real = R::decay},
+   .real = ranges::decay},
   {.table = "tiering", .key = "eviction_mode",
    .help = "cumulative, paper-algorithm or paper-prototype",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.eviction_mode; },
@@ -218,7 +218,7 @@ const std::array<FieldSpec, 35> kFields = {{
   {.table = "tiering", .key = "int8_ratio",
    .help = "share of the tokens not kept in T0 quantized to int8 (T2), 0..1; 0 = off",
    .bind = [](DaemonConfig& c) -> FieldRef { return &c.tiering.int8_ratio; },
-   .real = R::int8_ratio},
+   .real = ranges::int8_ratio},
 
   {.table = "pools", .key = "ddr_bytes_total",
    .help = "node-wide DDR row bytes in use; 0 = min(/dev/shm size, half the memory), derived at start",
