@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """One vLLM engine (CPU, fp32, SmolLM2-135M from the packaged model, in-process engine core) run
-on a JSON job, the result as JSON on stdout's last line. The tests and the benchmark start it as a
-child process per engine, so that each engine has its own process, as in a real deployment.
+on a JSON-like job in a process of its own, as in a real deployment: `run_engine` forks it from a
+server process that imported vLLM once (multiprocessing's forkserver, vLLM preloaded), which saves
+each engine the ~16 s of importing vLLM and torch. `python engine.py JOB` runs one job in this
+process and prints the result as JSON.
 
 Job: {"model": dir, "kvtier": null | kv_connector_extra_config, "prompts": [...],
       "max_tokens": n, "tier": [per-prompt kvtier parameters or null], "abort_after": steps or null,
       "num_blocks": the KV cache's size in blocks (default: VLLM_CPU_KVCACHE_SPACE = 1 GiB),
-      "max_num_seqs": n, "pause_at": [steps]: after each, print {"pause": step} and read a line
-      from stdin (the caller acts meanwhile, e.g. kills or restarts kvtierd), "await_reattach":
+      "max_num_seqs": n, "pause_at": [steps]: after each, call on_pause(step) in the caller and
+      wait for it to return (the caller acts meanwhile, e.g. kills or restarts kvtierd), "await_reattach":
       after the last pause, wait until the client has reattached to a restarted kvtierd,
       "logprobs": 2: also return each generated token's log-probability and its margin over the
       runner-up token}
@@ -26,32 +28,83 @@ Result: {"tokens": [[ids]...], "seconds": s, "steps": n, "peak_blocks": {request
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
-import subprocess
 import sys
 import tempfile
 import time
+from multiprocessing import forkserver
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Callable
 
+# The engine's environment, set before the server process imports vLLM: engine core in the
+# engine's own process, OpenMP on both cores, a 1 GiB KV cache unless the job fixes the blocks.
+ENVIRONMENT = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_OMP_THREADS_BIND": "0-1",
+               "VLLM_CPU_KVCACHE_SPACE": "1"}
+_server: multiprocessing.context.BaseContext | None = None
+
+
+def server() -> multiprocessing.context.BaseContext:
+    """The forkserver context every engine process is forked from, its server started on first
+    use with ENVIRONMENT (this process's own environment stays as it was)."""
+    global _server
+    if _server is None:
+        _server = multiprocessing.get_context("forkserver")
+        _server.set_forkserver_preload(["vllm.entrypoints.llm", "vllm.sampling_params"])
+        saved = {name: os.environ.get(name) for name in ENVIRONMENT}
+        os.environ.update(ENVIRONMENT)
+        try:
+            forkserver.ensure_running()
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    del os.environ[name]
+                else:
+                    os.environ[name] = value
+    return _server
+
 
 def run_engine(job: dict, on_pause: Callable[[int], None] | None = None) -> dict:
-    """Runs engine.py on `job` in a child process; on_pause(step) runs at each of job["pause_at"]
-    while the engine waits."""
-    with tempfile.TemporaryFile("w+") as log, subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), json.dumps(job)], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=log, text=True) as proc:
-        last = ""
-        for line in proc.stdout:
-            last = line
-            if line.startswith('{"pause"'):
-                on_pause(json.loads(line)["pause"])
-                proc.stdin.write("go\n")
-                proc.stdin.flush()
-        if proc.wait() != 0:
+    """Runs `job` in an engine process of its own; on_pause(step) runs at each of job["pause_at"]
+    while the engine waits. An engine that fails raises RuntimeError with the end of its log."""
+    ours, theirs = server().Pipe()
+    with tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
+        engine = server().Process(target=serve_job, args=(job, theirs, log.name))
+        engine.start()
+        theirs.close()
+        result = None
+        try:
+            while result is None:
+                kind, value = ours.recv()
+                if kind == "pause":
+                    on_pause(value)
+                    ours.send("go")
+                else:
+                    result = value
+        except EOFError:
+            pass  # the engine ended without a result: its log says why
+        engine.join()
+        if result is None or engine.exitcode != 0:
             log.seek(0)
-            raise RuntimeError(f"engine failed ({proc.returncode}):\n{log.read()[-6000:]}")
-    return json.loads(last)
+            raise RuntimeError(f"engine failed ({engine.exitcode}):\n{log.read()[-6000:]}")
+    return result
+
+
+def serve_job(job: dict, caller: Connection, log: str) -> None:
+    """The engine process: its output to `log`, pauses and the result through `caller`."""
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+
+    def pause(step: int) -> None:
+        caller.send(("pause", step))
+        caller.recv()
+
+    caller.send(("result", execute(job, pause)))
+    caller.close()
+    sys.stdout.flush()
+    os._exit(0)  # skip vLLM's slow interpreter teardown; the result is sent
 
 
 PROBLEMS = Path(__file__).resolve().parents[1] / "fidelity" / "problems.json"
@@ -91,11 +144,8 @@ def await_reattach() -> None:
         time.sleep(0.05)
 
 
-def main() -> None:
-    job = json.loads(sys.argv[1])
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "0-1")
-    os.environ["VLLM_CPU_KVCACHE_SPACE"] = "1"
+def execute(job: dict, pause: Callable[[int], None]) -> dict:
+    """Runs `job` on a new engine in this process; pause(step) at each of job["pause_at"]."""
     from vllm import LLM, SamplingParams
 
     kw = {"num_gpu_blocks_override": job["num_blocks"]} if job.get("num_blocks") else {}
@@ -145,8 +195,7 @@ def main() -> None:
         if job.get("abort_after") and steps == job["abort_after"]:
             engine.abort_request([str(i) for i in range(len(job["prompts"])) if i % 2 == 1])
         if steps in job.get("pause_at", ()):
-            print(json.dumps({"pause": steps}), flush=True)
-            sys.stdin.readline()
+            pause(steps)
             if steps == max(job["pause_at"]):
                 if job.get("await_reattach"):
                     await_reattach()
@@ -185,9 +234,10 @@ def main() -> None:
                 result["open_sequences"] = sum(len(c.sequences) for c in admin.status().clients if c.name == "vllm")
         except kvtier.KvtierError:
             result["open_sequences"] = None  # no daemon
-    print(json.dumps(result), flush=True)
-    os._exit(0)  # skip vLLM's slow interpreter teardown; everything is printed
+    return result
 
 
 if __name__ == "__main__":
-    main()
+    os.environ.update(ENVIRONMENT)
+    print(json.dumps(execute(json.loads(sys.argv[1]), lambda step: None)), flush=True)
+    os._exit(0)
