@@ -51,8 +51,12 @@ Result<std::size_t> pop_records(std::string_view ring, Header* header, const Rec
   last_write = write;
   const std::uint64_t mask = capacity - 1u;
   const auto count = static_cast<std::size_t>(std::min<std::uint64_t>(write - read, out.size()));
+  // At most two contiguous runs of slots (to the ring's end, then from slot 0), one memcpy each.
+  const auto start = static_cast<std::size_t>(read & mask);
+  const std::size_t first_run = std::min<std::size_t>(count, capacity - start);
+  std::memcpy(out.data(), &slots[start], first_run * sizeof(Record));
+  std::memcpy(out.data() + first_run, &slots[0], (count - first_run) * sizeof(Record));
   for (std::size_t i = 0; i < count; ++i) {
-    std::memcpy(&out[i], &slots[(read + i) & mask], sizeof(Record));
     if (auto ok = check(out[i], read + i); !ok) return tl::unexpected(ok.error());
   }
   read += count;

@@ -18,6 +18,16 @@
 // Its sparing search samples rows above 2048 candidates (policy.hpp), and the bench's isotropic
 // digests make every sampled row scan the whole horizon (its worst case).
 //
+// decision_policy_r_kv_floor (how far r_kv's goal is from what its definition forces): r_kv's
+// score of a token needs that token's key digest dotted with the sequence's digest sum, so no
+// r_kv decision can do less than one pass of N dots (N x kBenchDigestDim int8 codes against an
+// int16 sum, as policy_rkv.cpp computes them) and then a decision on the scores. The floor is that
+// pass over the same N and digest size plus the cheapest decision kvtier makes (the paper
+// policy's decide() over the same scores), against the same nth_element (medians, same run). A
+// floor below 1 means the goal is not out of reach on these grounds; decision_policy_r_kv_vs_floor
+// (r_kv's decide over the floor) is what r_kv adds beyond it: the sparing search, the softmax
+// and max-pool passes.
+//
 // Scaling (goal C3, 10M within ±25% of 1M): the move buffer of a 10M-token decision is 80 MB,
 // above glibc's largest mmap threshold, so it used to arrive as fresh 4 KiB pages on every
 // decision — ~10,000 page faults for the ~5M moves written, several ns per token on this VM. It is
@@ -28,7 +38,9 @@
 // decides (40 MB at 10M) evicts them. Keeping the buffer mapped between decisions would remove
 // the zeroing but hold 8 B per candidate for good, outside the 5 B/token budget (C8).
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -40,6 +52,7 @@ namespace kvtier::bench {
 namespace {
 
 constexpr std::uint64_t kSeed = 42;
+constexpr std::uint32_t kPolicyTokens = 1'000'000;
 
 struct DecisionSize {
   const char* name;
@@ -116,7 +129,46 @@ Status run_size(const DecisionSize& size, const RunConfig& config, Reporter& rep
   return {};
 }
 
-constexpr std::uint32_t kPolicyTokens = 1'000'000;
+// One pass of n int8 digests of kBenchDigestDim dotted with a fixed int16 sum into n floats: the
+// least work r_kv's redundancy score needs. Returns its seconds.
+double time_digest_pass(const std::vector<std::int8_t>& codes, const std::vector<std::int16_t>& sum,
+                        std::vector<float>& out) {
+  constexpr std::uint32_t kDim = tier::kBenchDigestDim;
+  const auto start = Clock::now();
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::int8_t* q = codes.data() + i * kDim;
+    std::int32_t dot = 0;
+    for (std::uint32_t d = 0; d < kDim; ++d) dot += std::int32_t{q[d]} * sum[d];
+    out[i] = static_cast<float>(dot);
+  }
+  do_not_optimize(out[out.size() / 2]);
+  return seconds_between(start, Clock::now());
+}
+
+// decision_policy_r_kv_floor and _vs_floor (see the top of the file), after r_kv's own measure.
+Status report_rkv_floor(double decide_seconds, double nth_seconds, int repeats, Reporter& reporter) {
+  tier::TierParams params = decision_params();
+  params.policy = tier::PolicyKind::kPaper;
+  auto paper = tier::time_decision(kPolicyTokens, params, kSeed, repeats);
+  if (!paper) return tl::unexpected(paper.error());
+  std::mt19937_64 rng(kSeed);
+  std::vector<std::int8_t> codes(std::size_t{kPolicyTokens} * tier::kBenchDigestDim);
+  for (std::int8_t& c : codes) c = static_cast<std::int8_t>(static_cast<int>(rng() % 255) - 127);
+  std::vector<std::int16_t> sum(tier::kBenchDigestDim);
+  for (std::int16_t& v : sum) v = static_cast<std::int16_t>(static_cast<int>(rng() % 65535) - 32767);
+  std::vector<float> dots(kPolicyTokens);
+  std::vector<double> pass_seconds;
+  time_digest_pass(codes, sum, dots);  // warm-up
+  for (int r = 0; r < repeats; ++r) pass_seconds.push_back(time_digest_pass(codes, sum, dots));
+  const double floor_ms = (median(pass_seconds) + paper->decide_seconds) * 1e3;
+  const double nth_ms = nth_seconds * 1e3;
+  reporter.report(Measure{"decision_policy_r_kv_floor", floor_ms / nth_ms, Figure{"floor", floor_ms, "ms"},
+                          Figure{"nth_element", nth_ms, "ms"}, "bound"});
+  reporter.report(Measure{"decision_policy_r_kv_vs_floor", decide_seconds * 1e3 / floor_ms,
+                          Figure{"decide", decide_seconds * 1e3, "ms"}, Figure{"floor", floor_ms, "ms"},
+                          "bound"});
+  return {};
+}
 
 Status run_policy(tier::PolicyKind kind, const RunConfig& config, Reporter& reporter) {
   const std::string name = "decision_policy_" + std::string(tier::policy_name(kind));
@@ -135,6 +187,9 @@ Status run_policy(tier::PolicyKind kind, const RunConfig& config, Reporter& repo
   reporter.progress(name, note);
   reporter.report(Measure{name, timing->ratio(), Figure{"decide", decide_ms, "ms"},
                           Figure{"nth_element", nth_ms, "ms"}, "<=1.0"});
+  if (kind == tier::PolicyKind::kRKv) {
+    return report_rkv_floor(timing->decide_seconds, timing->nth_element_seconds, repeats, reporter);
+  }
   return {};
 }
 

@@ -10,6 +10,19 @@
 // and the loaded tail side by side: `plan_roundtrip_p99_loaded_vs_idle` is the loaded plan p99
 // over the idle plan p99 of the same run. The loaded raw figures go to the progress line only:
 // the spin baseline never sleeps, so it says little about a path that does.
+//
+// Floor (plan_roundtrip_floor, what the p50 goal is up against): the raw spin ping-pong made to
+// carry what a plan trip must carry, in a third interleaved phase of the same run: the parent
+// writes the plan (the record's header and its 32 moves, not the unused rest of the 1 KiB
+// record) into a shared page before its ping, the child copies it out and reads its moves
+// before its pong. Those lines cross to the child's core only after the ping is seen, so a trip
+// waits for at least three line transfers in turn (ping, plan, pong) where the bare ping-pong
+// waits for two; plan_roundtrip_vs_floor is the real ring over that floor.
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstring>
 #include <cstdio>
 #include <memory>
 #include <span>
@@ -61,6 +74,45 @@ bool client_trip(shm::PlanConsumer& plans, std::uint64_t epoch) {
   return true;
 }
 
+// The bytes of make_plan()'s record that carry anything: the header and kMovesPerPlan moves.
+constexpr std::size_t kPlanBytes = offsetof(shm::PlanRecord, moves) + kMovesPerPlan * sizeof(shm::PlanMove);
+
+// The floor's shared page: the record, then the two counters on lines of their own.
+struct FloorPage {
+  shm::PlanRecord record;
+  alignas(64) std::atomic<std::uint64_t> ping{0};
+  alignas(64) std::atomic<std::uint64_t> pong{0};
+};
+
+// The floor phase (see the top of the file): subject = record-carrying ping-pong.
+Result<PingPongSamples> measure_floor(const Schedule& schedule) {
+  void* mapped = mmap(nullptr, sizeof(FloorPage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) return make_error(Errc::kInternal, "plan_roundtrip: mmap of the floor page failed");
+  auto* page = new (mapped) FloorPage;
+  shm::PlanRecord plan = make_plan();
+  const TripFn parent_trip = [&](std::uint64_t seq, Clock::time_point deadline) {
+    plan.epoch = seq;
+    std::memcpy(&page->record, &plan, kPlanBytes);
+    page->ping.store(seq, std::memory_order_release);
+    return spin_until([&] { return page->pong.load(std::memory_order_acquire) == seq; }, deadline);
+  };
+  const ChildSetup child_setup = [page]() -> Result<TripFn> {
+    return TripFn([page](std::uint64_t seq, Clock::time_point deadline) {
+      if (!spin_until([&] { return page->ping.load(std::memory_order_acquire) == seq; }, deadline)) return false;
+      shm::PlanRecord copy;
+      std::memcpy(&copy, &page->record, kPlanBytes);
+      std::uint64_t touched = 0;
+      for (std::uint16_t i = 0; i < copy.move_count; ++i) touched += copy.moves[i].position ^ copy.moves[i].dst_slot;
+      do_not_optimize(touched);
+      page->pong.store(seq, std::memory_order_release);
+      return copy.epoch == seq;
+    });
+  };
+  auto samples = run_interleaved_pingpong(schedule, parent_trip, child_setup);
+  munmap(mapped, sizeof(FloorPage));
+  return samples;
+}
+
 // One phase on its own fresh segment (`tag` names it), so each phase's epochs start at 1.
 Result<PingPongSamples> measure_phase(std::string_view tag, const Schedule& schedule) {
   auto bench_segment = create_bench_control_segment(tag, 3, kScoreCapacity, kPlanCapacity);
@@ -106,6 +158,8 @@ Status run(const RunConfig& config, Reporter& reporter) {
   schedule.trips_per_block = config.quick ? 500 : 10000;
   auto samples = measure_phase("plan", schedule);
   if (!samples) return tl::unexpected(samples.error());
+  auto floor = measure_floor(schedule);
+  if (!floor) return tl::unexpected(floor.error());
 
   // Fewer loaded trips: when the two sides share a CPU with the load, a raw spin trip can wait
   // for a whole scheduler slice, and the fixture gives the whole schedule 60 s.
@@ -134,6 +188,15 @@ Status run(const RunConfig& config, Reporter& reporter) {
   reporter.report(Measure{"plan_roundtrip_p99", raw_p99 > 0 ? plan_p99 / raw_p99 : 0.0,
                           Figure{"plan_rtt_p99", plan_p99, "ns"},
                           Figure{"raw_rtt_p99", raw_p99, "ns"}, "<=3"});
+  // The floor against its own phase's bare ping-pong, and the plan p50 against the floor.
+  const double floor_p50 = median(floor->subject_ns);
+  const double floor_raw_p50 = median(floor->raw_ns);
+  reporter.report(Measure{"plan_roundtrip_floor", floor_raw_p50 > 0 ? floor_p50 / floor_raw_p50 : 0.0,
+                          Figure{"floor_rtt_p50", floor_p50, "ns"}, Figure{"raw_rtt_p50", floor_raw_p50, "ns"},
+                          "bound"});
+  reporter.report(Measure{"plan_roundtrip_vs_floor", floor_p50 > 0 ? plan_p50 / floor_p50 : 0.0,
+                          Figure{"plan_rtt_p50", plan_p50, "ns"}, Figure{"floor_rtt_p50", floor_p50, "ns"},
+                          "bound"});
 
   const double loaded_p50 = median(loaded->subject_ns);
   const double loaded_p99 = percentile(loaded->subject_ns, 99);
