@@ -1,13 +1,18 @@
 // score_ingest (goal C1, research/perf-anchors.md §9): the daemon consuming per-token importance
-// updates — fp32, 64 clients x 8,192 tokens per step, cumulative add into each client's score
-// array — from shared-memory rings, against a single-thread memcpy of the same byte count.
+// updates — fp32, 64 clients x 8,192 tokens per step — from shared-memory rings, against a
+// single-thread memcpy of the same byte count.
 //
-// Subject, per step (one timed pass): for each of the 64 clients, in turn, the daemon's
-// ScoreConsumer pops that client's ring in batches (copy out of shared memory, validate) and each
-// record goes to the client's own tier::SequenceTiers::add_scores(); after the client's last
-// record, end_step(). A step is 8,192 scores = 137 records per client, 2 MiB of scores in all.
-// The rings are real control segments (one per client, created like the daemon creates them), and
-// the producer side is the client's view of it (ScoreProducer over its own mapping).
+// Subject, per step (one timed pass): for each of the 64 clients, in turn, the daemon's own reader
+// of that client's ring, daemon::ScoreIntake::drain (what the data-plane thread runs when a
+// client's ring has records): it pops the ring in batches (copy out of shared memory, check),
+// looks up each record's sequence, and applies it as kvtierd does: per-step attention
+// (ScoreKind::kAttention) accumulates into the sequence's step sums
+// (tier::SequenceTiers::accumulate_step_scores, validated), and the client's step-end record ends
+// the step (SequenceTiers::end_step: every 64th step folds the interval's sums into the scores).
+// A step is 8,192 scores = 137 records per client plus its step end, 2 MiB of scores in all. The
+// rings are real control segments (one per client, created like the daemon creates them), and
+// the producer side is the client's view of it (ScoreProducer over its own mapping). The channel
+// side (ScoreIntake::Sequences) is the bench's: one open sequence per client, nothing decided.
 //
 // Producers: the rings are filled between timed passes, not during them — C1 measures the
 // daemon's consumption rate, and on a 2-core machine a concurrent producer would measure the
@@ -20,20 +25,22 @@
 // windows of it) into a 2 MiB destination (as large as the 64 score arrays). Before each timed
 // copy the same producer thread rewrites the window about to be copied, so the baseline starts
 // from the same cache state as the subject (bytes just written by another core). Subject,
-// baseline passes alternate; the medians of the per-pass rates are compared. Ingested bytes count
-// the fp32 scores only (4 B per token), not the 16-byte record headers the consumer also copies.
+// baseline and floor passes take turns; the medians of the per-pass rates are compared. Ingested
+// bytes count the fp32 scores only (4 B per token), not the record headers the consumer also
+// copies.
 //
 // Floor (score_ingest_floor, the bound the goal meets): the least any ingest does with a step's
 // records, in the same run: read the 64 x 137 records just written by another core (laid out as
-// the rings' slots, one client's after another) and add their values into 64 score arrays of
-// 8,192 floats, with no copy, no check and no tier mask. Against memcpy that is one more pass
-// over 2 MiB (the score arrays read and written back besides the records read), so floor/memcpy
-// is what the memory system allows this machine; ingest/floor is what the ring's copy-out, the
-// checks and the T3 mask cost on top.
+// the rings' slots, one client's after another) and add their values into 64 arrays of 8,192
+// floats, with no copy and no check. Against memcpy that is one more pass over 2 MiB (the arrays
+// read and written back besides the records read), so floor/memcpy is what the memory system
+// allows this machine; ingest/floor is what the ring's copy-out, the checks and the sequence
+// lookup cost on top.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -43,29 +50,45 @@
 #include "kvtier/shm/control_segment.hpp"
 #include "kvtier/shm/mapping.hpp"
 #include "kvtier/tier/sequence_tiers.hpp"
+#include "score_intake.hpp"  // kvtierd's (kvtier_daemon_core_testing)
 
 namespace kvtier::bench {
 namespace {
 
 constexpr std::uint32_t kClients = 64;
 constexpr std::uint32_t kTokens = 8192;
-constexpr std::uint32_t kRingCapacity = 256;  // one step (137 records) fits
+constexpr std::uint32_t kRingCapacity = 256;  // one step (137 records and a step end) fits
 constexpr std::uint32_t kRecordsPerStep =
     (kTokens + shm::kScoresPerRecord - 1) / shm::kScoresPerRecord;
-constexpr std::size_t kPopBatch = 64;
 constexpr std::size_t kStepScoreBytes = std::size_t{kClients} * kTokens * sizeof(float);
 constexpr std::size_t kSourceBytes = std::size_t{kClients} * kRingCapacity * sizeof(shm::ScoreRecord);
 static_assert(kRecordsPerStep == 137 && kRecordsPerStep <= kRingCapacity);
 static_assert(kStepScoreBytes == 2u << 20 && kSourceBytes == 2 * kStepScoreBytes);
 
-// One client: its control segment (daemon side), its own mapping of it (client side), both ring
-// views and its sequence.
+// One client: its control segment (daemon side), its own mapping of it (client side), its ring's
+// producer view and the daemon's intake, and its one open sequence (number = the client's index).
 struct Client {
   BenchSegment segment;
   shm::Mapping mapping;
   shm::ScoreProducer producer;
-  shm::ScoreConsumer consumer;
+  daemon::ScoreIntake intake;
   tier::SequenceTiers sequence;
+  std::optional<std::uint32_t> last_step;
+};
+
+// The channel's side of a client's intake: its one sequence, and step ends that decide nothing.
+class OneSequence final : public daemon::ScoreIntake::Sequences {
+ public:
+  OneSequence(Client& client, std::uint32_t number) noexcept : client_(client), number_(number) {}
+  daemon::ScoreIntake::Target find(std::uint32_t sequence) override {
+    if (sequence != number_) return {};
+    return {&client_.sequence, &client_.last_step, 0, false};
+  }
+  Status step_ended(std::uint32_t) override { return {}; }
+
+ private:
+  Client& client_;
+  std::uint32_t number_;
 };
 
 Result<Client> make_client(std::uint32_t id) {
@@ -78,8 +101,8 @@ Result<Client> make_client(std::uint32_t id) {
   const shm::ScoreConsumer consumer = shm::daemon_rings(segment->segment, segment->layout).scores;
   auto sequence = tier::SequenceTiers::create(0, tier::TierParams{}, kTokens);
   if (!sequence) return tl::unexpected(sequence.error());
-  return Client{std::move(*segment), std::move(*mapping), rings->scores, consumer,
-                std::move(*sequence)};
+  return Client{std::move(*segment), std::move(*mapping), rings->scores, daemon::ScoreIntake(consumer),
+                std::move(*sequence), std::nullopt};
 }
 
 // Small positive scores that differ per client and per step.
@@ -90,12 +113,12 @@ float score_value(std::uint32_t client, std::uint32_t step, std::uint32_t token)
 // Runs `work` on a thread of its own and waits for it (the "other core" of the comments above).
 void on_producer_thread(const std::function<void()>& work) { std::thread(work).join(); }
 
-// Producer side of one step: every client pushes its 137 records with one push_batch. Returns
-// the records that did not fit (none expected: each timed pass drains the rings).
+// Producer side of one step: every client pushes its 137 attention records and its step end with
+// one push_batch. Returns the records that did not fit (none expected: each pass drains the rings).
 std::uint64_t fill_rings(std::vector<Client>& clients, std::uint32_t step) {
   std::uint64_t dropped = 0;
   on_producer_thread([&] {
-    std::vector<shm::ScoreRecord> records(kRecordsPerStep);
+    std::vector<shm::ScoreRecord> records(kRecordsPerStep + 1);
     for (std::uint32_t c = 0; c < kClients; ++c) {
       for (std::uint32_t r = 0; r < kRecordsPerStep; ++r) {
         shm::ScoreRecord& record = records[r];
@@ -109,33 +132,25 @@ std::uint64_t fill_rings(std::vector<Client>& clients, std::uint32_t step) {
           record.values[i] = score_value(c, step, record.first_position + i);
         }
       }
+      shm::ScoreRecord& end = records[kRecordsPerStep];
+      end = shm::ScoreRecord{};
+      end.sequence = c;
+      end.kind = static_cast<std::uint16_t>(shm::ScoreKind::kStepEnd);
+      end.step = step;
+      end.first_position = kTokens;  // the client's length
       dropped += clients[c].producer.push_batch(records).dropped;
     }
   });
   return dropped;
 }
 
-// The timed daemon side of one step; returns the scores accepted, or -1 if anything was refused.
-std::int64_t consume_step(std::vector<Client>& clients, std::span<shm::ScoreRecord> batch) {
-  std::int64_t accepted = 0;
+// The timed daemon side of one step: each client's intake drains its ring; the first refusal.
+Status consume_step(std::vector<Client>& clients) {
   for (std::uint32_t c = 0; c < kClients; ++c) {
-    Client& client = clients[c];
-    for (;;) {
-      auto popped = client.consumer.pop(batch);
-      if (!popped) return -1;
-      if (*popped == 0) break;
-      for (std::size_t i = 0; i < *popped; ++i) {
-        const shm::ScoreRecord& r = batch[i];
-        if (r.sequence != c) return -1;
-        if (!client.sequence.add_scores(r.first_position, std::span<const float>(r.values, r.count))) {
-          return -1;
-        }
-        accepted += r.count;
-      }
-    }
-    client.sequence.end_step();
+    OneSequence sequences(clients[c], c);
+    if (auto drained = clients[c].intake.drain(sequences); !drained) return drained;
   }
-  return accepted;
+  return {};
 }
 
 // Producer side of a floor pass: the step's records of every client, one client's after another.
@@ -189,7 +204,6 @@ Status run(const RunConfig& config, Reporter& reporter) {
   }
   std::vector<std::byte> source(kSourceBytes, std::byte{1});
   std::vector<std::byte> destination(kStepScoreBytes, std::byte{0});
-  std::vector<shm::ScoreRecord> batch(kPopBatch);
   // Two steps' worth, alternated like the memcpy windows.
   std::vector<shm::ScoreRecord> floor_records(2 * std::size_t{kClients} * kRecordsPerStep);
   std::vector<std::vector<float>> floor_arrays(kClients, std::vector<float>(kTokens, 0.0f));
@@ -206,12 +220,12 @@ Status run(const RunConfig& config, Reporter& reporter) {
     const auto run_ingest = [&]() -> Status {
       dropped += fill_rings(clients, step);
       const auto start = Clock::now();
-      const std::int64_t accepted = consume_step(clients, batch);
+      const Status consumed = consume_step(clients);
       const double seconds = seconds_between(start, Clock::now());
-      if (accepted < 0) {
-        return make_error(Errc::kInternal, "score_ingest: the consumer rejected a record");
+      if (!consumed) {
+        return make_error(Errc::kInternal, "score_ingest: the intake refused a record: " + consumed.error().message);
       }
-      if (pass >= 0) ingest_rates.push_back(static_cast<double>(accepted) * sizeof(float) / seconds);
+      if (pass >= 0) ingest_rates.push_back(static_cast<double>(kStepScoreBytes) / seconds);
       return {};
     };
     const auto run_memcpy = [&] {
@@ -259,8 +273,8 @@ Status run(const RunConfig& config, Reporter& reporter) {
 
 void register_score_ingest(Registry& registry) {
   registry.add("score_ingest",
-               "64 clients x 8k fp32 scores/step: 64 real score rings -> ScoreConsumer::pop -> "
-               "SequenceTiers::add_scores vs single-thread memcpy of the 2 MiB",
+               "64 clients x 8k fp32 scores/step: 64 real score rings -> kvtierd's ScoreIntake::drain "
+               "(per-step path) vs single-thread memcpy of the 2 MiB; and the floor under it",
                run);
 }
 

@@ -5,10 +5,12 @@ but in neither list fails, so a documented example cannot silently stop working.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -34,19 +36,21 @@ RUN_ELSEWHERE = {
     "scripts/vllm-env build": "tests/python/run and tests/vllm/run make the test command's environment with it",
     "VLLM_CPU_KVCACHE_SPACE=1 build/vllm-venv/bin/python -m vllm.entrypoints.openai.api_server":
         "tests/vllm/test_documented.py reads it from docs/vllm.md and runs it",
+    "build/vllm-venv/bin/python tests/bench/vllm_bench.py":
+        "tests/vllm/test_documented.py runs it as shown at toy sizes",
+    "build/python-venv/bin/python tests/bench/hf_bench.py":
+        "test_hf_bench below, at toy sizes in the test command's environment (the same pinned torch, "
+        "transformers and model; no matplotlib, so no --plot)",
 }
-# Run here: test_running_it, test_metrics, test_demo, test_soak_torture.
+# Run here: test_running_it, test_metrics, test_demo, test_soak_torture, test_soak_tests.
 RUN_HERE = ["build/daemon/kvtierd", "build/client/cli/kvtierctl", "curl -s http://127.0.0.1:9464/metrics",
-            "scripts/demo", "scripts/soak-torture"]
+            "scripts/demo", "scripts/soak-torture", "scripts/soak-tests"]
 # Shown but run by no test yet, with why: long benchmarks and grids whose figures the documents
 # quote, and installs into an environment of the user's own.
 NOT_RUN_YET = {
-    "scripts/soak-tests": "the whole ctest suite N times under stress-ng",
     "build/python-venv/bin/pip install": "the fidelity grid's extra packages",
     "build/python-venv/bin/python tests/fidelity/run_grid.py": "the fidelity grid (hours)",
     "scripts/python-env build --models": "the benchmark environment (the test command uses scripts/vllm-env)",
-    "build/python-venv/bin/python tests/bench/hf_bench.py": "the transformers benchmark (tens of minutes)",
-    "build/vllm-venv/bin/python tests/bench/vllm_bench.py": "the vLLM benchmark (tens of minutes)",
     "python3 -m venv .venv": "an install into the user's own environment",
     "pip install": "an install into the user's own environment",
 }
@@ -172,3 +176,23 @@ def test_soak_torture():
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert "PASSED" in done.stdout
+
+
+def test_soak_tests():
+    # README "Tests that do not depend on timing" shows ten runs of the whole suite under stress-ng;
+    # this runs the script with --stress once over the layout tests (scripts/test runs them all).
+    done = subprocess.run([str(REPO / "scripts" / "soak-tests"), "1", "--stress", "--build", str(BUILD), "--", "-L",
+                           "layout"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "soak-tests: 1 runs, 0 failed" in done.stdout and "under stress-ng" in done.stdout
+
+
+def test_hf_bench(tmp_path: Path):
+    # docs/hf-bench.md's benchmark at toy sizes: every cache runs, the ratios print, the JSON parses.
+    out = tmp_path / "hf-bench.json"
+    done = subprocess.run([sys.executable, str(REPO / "tests" / "bench" / "hf_bench.py"), "--build", str(BUILD),
+                           "--new-tokens", "16", "--rounds", "1", "--betas", "0.3", "--host-betas", "0.3",
+                           "--threads", "2", "--json", str(out)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "ratio hf_kv_bytes_beta0.3" in done.stdout and "ratio hf_kv_bytes_host0.3" in done.stdout
+    assert json.loads(out.read_text())

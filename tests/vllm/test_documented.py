@@ -108,3 +108,21 @@ def test_the_documented_server_configuration_tiers_a_reasoning_length_request(da
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
+
+
+def test_the_documented_benchmark_command_runs_at_toy_sizes(tmp_path):
+    """docs/vllm.md's benchmark command, read from the page, at toy sizes (16 tokens a request, 64
+    for the long one, 2 requests in a fixed cache): every engine run completes, every ratio prints
+    and the JSON is written. Its figures are the page's, from the full-size run."""
+    text = (REPO / "docs" / "vllm.md").read_text()
+    (command,) = [c for c in text.split("```sh") if "tests/bench/vllm_bench.py" in c.split("```")[0]]
+    argv = shlex.split(command.split("```")[0].strip())
+    assert argv[1:4] == ["tests/bench/vllm_bench.py", "--build", "build"] and argv[4] == "--json", argv
+    out = tmp_path / "vllm-bench.json"
+    done = subprocess.run([str(BUILD / "vllm-venv" / "bin" / "python"), str(REPO / argv[1]), "--build", str(BUILD),
+                           "--json", str(out), "--tokens", "16", "--long-tokens", "64", "--requests", "2",
+                           "--num-blocks", "80"], capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    for ratio in ("vllm_tokens_per_s_beta0.3", "vllm_blocks_host0.3", "vllm_running_mean_beta0.3"):
+        assert f"ratio {ratio} " in done.stdout, done.stdout[-4000:]
+    assert json.loads(out.read_text())["results"]["memory"]["vanilla"]["tokens"]
