@@ -60,7 +60,7 @@ def run_one(model, prompt, new: int, kind: str, socket: str, beta: float | None,
         cache = DynamicCache(config=model.config, offloading=kind == "offloading")
     started = time.perf_counter()
     with torch.no_grad():
-        out = model.generate(prompt, cache=cache, max_new_tokens=new, min_new_tokens=new,
+        out = model.generate(prompt, past_key_values=cache, max_new_tokens=new, min_new_tokens=new,
                              do_sample=False, eos_token_id=None, pad_token_id=0)
     if cuda:
         torch.cuda.synchronize()

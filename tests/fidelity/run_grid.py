@@ -92,14 +92,14 @@ def decode(model, prompt, steps: int, cache, forced=None):
     eos = end_of_sequence_ids(model)
     tokens, logits = [], []
     with torch.no_grad():
-        out = model(input_ids=prompt, cache=cache)
+        out = model(input_ids=prompt, past_key_values=cache)
         for t in range(steps):
             step_logits = out.logits[0, -1].float()
             step_logits[eos] = float("-inf")
             logits.append(step_logits)
             tokens.append(int(step_logits.argmax()) if forced is None else int(forced[t]))
             if t + 1 < steps:
-                out = model(input_ids=torch.tensor([[tokens[-1]]]), cache=cache)
+                out = model(input_ids=torch.tensor([[tokens[-1]]]), past_key_values=cache)
     return torch.tensor(tokens), torch.stack(logits)
 
 
