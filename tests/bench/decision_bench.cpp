@@ -21,7 +21,8 @@
 // decision_policy_r_kv_floor (how far r_kv's goal is from what its definition forces): r_kv's
 // score of a token needs that token's key digest dotted with the sequence's digest sum, so no
 // r_kv decision can do less than one pass of N dots (N x kBenchDigestDim int8 codes against an
-// int16 sum, as policy_rkv.cpp computes them) and then a decision on the scores. The floor is that
+// int16 sum; policy_rkv.cpp computes two per token, a high and a low half of its exact sum) and
+// then a decision on the scores. The floor is that
 // pass over the same N and digest size plus the cheapest decision kvtier makes (the paper
 // policy's decide() over the same scores), against the same nth_element (medians, same run). A
 // floor below 1 means the goal is not out of reach on these grounds; decision_policy_r_kv_vs_floor
