@@ -57,6 +57,13 @@ shm::PlanRecord make_plan() {
   return plan;
 }
 
+// Reads every move of `plan`: stands in for executing the copies.
+void read_moves(const shm::PlanRecord& plan) {
+  std::uint64_t touched = 0;
+  for (std::uint16_t i = 0; i < plan.move_count; ++i) touched += plan.moves[i].position ^ plan.moves[i].dst_slot;
+  do_not_optimize(touched);
+}
+
 // The client's side of one trip: wait, pop the epoch's record, "apply" it, ack.
 bool client_trip(shm::PlanConsumer& plans, std::uint64_t epoch) {
   if (!plans.wait(kClientWait)) return false;
@@ -65,11 +72,7 @@ bool client_trip(shm::PlanConsumer& plans, std::uint64_t epoch) {
   if (!popped || *popped != 1 || plan.epoch != epoch || (plan.flags & shm::kPlanLast) == 0) {
     return false;
   }
-  std::uint64_t touched = 0;  // stands in for executing the copies
-  for (std::uint16_t i = 0; i < plan.move_count; ++i) {
-    touched += plan.moves[i].position ^ plan.moves[i].dst_slot;
-  }
-  do_not_optimize(touched);
+  read_moves(plan);
   plans.ack(epoch);  // the daemon spins, so no doorbell to ring
   return true;
 }
@@ -101,9 +104,7 @@ Result<PingPongSamples> measure_floor(const Schedule& schedule) {
       if (!spin_until([&] { return page->ping.load(std::memory_order_acquire) == seq; }, deadline)) return false;
       shm::PlanRecord copy;
       std::memcpy(&copy, &page->record, kPlanBytes);
-      std::uint64_t touched = 0;
-      for (std::uint16_t i = 0; i < copy.move_count; ++i) touched += copy.moves[i].position ^ copy.moves[i].dst_slot;
-      do_not_optimize(touched);
+      read_moves(copy);
       page->pong.store(seq, std::memory_order_release);
       return copy.epoch == seq;
     });

@@ -110,6 +110,18 @@ float score_value(std::uint32_t client, std::uint32_t step, std::uint32_t token)
   return 1.0f / static_cast<float>(1 + (token + 7 * client + 13 * step) % 97);
 }
 
+// Record r of client c's attention scores in `step` (the client's sequence is numbered c).
+shm::ScoreRecord attention_record(std::uint32_t c, std::uint32_t step, std::uint32_t r) {
+  shm::ScoreRecord record{};
+  record.sequence = c;
+  record.step = step;
+  record.first_position = r * shm::kScoresPerRecord;
+  const std::uint32_t count = std::min(shm::kScoresPerRecord, kTokens - record.first_position);
+  record.count = static_cast<decltype(record.count)>(count);
+  for (std::uint32_t i = 0; i < count; ++i) record.values[i] = score_value(c, step, record.first_position + i);
+  return record;
+}
+
 // Runs `work` on a thread of its own and waits for it (the "other core" of the comments above).
 void on_producer_thread(const std::function<void()>& work) { std::thread(work).join(); }
 
@@ -120,18 +132,7 @@ std::uint64_t fill_rings(std::vector<Client>& clients, std::uint32_t step) {
   on_producer_thread([&] {
     std::vector<shm::ScoreRecord> records(kRecordsPerStep + 1);
     for (std::uint32_t c = 0; c < kClients; ++c) {
-      for (std::uint32_t r = 0; r < kRecordsPerStep; ++r) {
-        shm::ScoreRecord& record = records[r];
-        record = shm::ScoreRecord{};
-        record.sequence = c;
-        record.step = step;
-        record.first_position = r * shm::kScoresPerRecord;
-        const std::uint32_t count = std::min(shm::kScoresPerRecord, kTokens - record.first_position);
-        record.count = static_cast<decltype(record.count)>(count);
-        for (std::uint32_t i = 0; i < count; ++i) {
-          record.values[i] = score_value(c, step, record.first_position + i);
-        }
-      }
+      for (std::uint32_t r = 0; r < kRecordsPerStep; ++r) records[r] = attention_record(c, step, r);
       shm::ScoreRecord& end = records[kRecordsPerStep];
       end = shm::ScoreRecord{};
       end.sequence = c;
@@ -158,14 +159,7 @@ void fill_floor(std::span<shm::ScoreRecord> records, std::uint32_t step) {
   on_producer_thread([&] {
     for (std::uint32_t c = 0; c < kClients; ++c) {
       for (std::uint32_t r = 0; r < kRecordsPerStep; ++r) {
-        shm::ScoreRecord& record = records[std::size_t{c} * kRecordsPerStep + r];
-        record.sequence = c;
-        record.first_position = r * shm::kScoresPerRecord;
-        record.count = static_cast<decltype(record.count)>(
-            std::min(shm::kScoresPerRecord, kTokens - record.first_position));
-        for (std::uint32_t i = 0; i < record.count; ++i) {
-          record.values[i] = score_value(c, step, record.first_position + i);
-        }
+        records[std::size_t{c} * kRecordsPerStep + r] = attention_record(c, step, r);
       }
     }
   });
@@ -242,7 +236,7 @@ Status run(const RunConfig& config, Reporter& reporter) {
       const double seconds = add_floor(records, floor_arrays);
       if (pass >= 0) floor_rates.push_back(static_cast<double>(kStepScoreBytes) / seconds);
     };
-    // The three alternate, each order in turn.
+    // The three take turns, the first of them rotating from pass to pass.
     const std::function<void()> runs[3] = {[&] { if (status) status = run_ingest(); }, run_memcpy, run_floor};
     for (int k = 0; k < 3; ++k) runs[(pass + 3 * kWarmup + k) % 3]();
     if (!status) return status;
