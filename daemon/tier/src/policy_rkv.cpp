@@ -15,78 +15,13 @@
 #include "kvtier/tier/token_features.hpp"
 
 #include "policies.hpp"
+#include "rkv_dots.hpp"
 #include "rkv_sparing.hpp"
 
 namespace kvtier::tier::detail {
 namespace {
 
 constexpr std::uint32_t kPoolRadius = 3;  // width-7 max pool (R-KV kernel_size = 7)
-
-// Σ split for an exact integer dot with int8 codes: Σ >> shift = hi·2^15 + lo (hi, lo int16), so
-// q·(Σ >> shift) = (q·hi)·2^15 + q·lo, each an int32 sum of int8 × int16 products (pmaddwd).
-struct SplitSum {
-  std::int16_t hi[TokenFeatures::kMaxDigestDim];
-  std::int16_t lo[TokenFeatures::kMaxDigestDim];
-  double unit = 0.0;  // value of one unit of the recombined dot
-};
-
-// |Σ >> shift| < 2^30 for every component: |q·hi| <= 256·127·2^15 < 2^31.
-SplitSum split_sum(std::span<const std::int64_t> sum, int sum_shift) {
-  SplitSum out{};
-  std::int64_t peak = 0;
-  for (std::int64_t v : sum) peak = std::max(peak, v < 0 ? -v : v);
-  int shift = 0;
-  while ((peak >> shift) >= (std::int64_t{1} << 30)) ++shift;
-  for (std::size_t d = 0; d < sum.size(); ++d) {
-    const std::int64_t v = sum[d] >> shift;  // floor: the same for every row
-    const std::int64_t hi = v >> 15;
-    out.hi[d] = static_cast<std::int16_t>(hi);
-    out.lo[d] = static_cast<std::int16_t>(v - hi * 32768);
-  }
-  out.unit = std::ldexp(1.0, shift - sum_shift);
-  return out;
-}
-
-template <std::uint32_t kDim>
-std::int64_t digest_dot(const std::int8_t* q, const SplitSum& s, std::uint32_t dim) noexcept {
-  const std::uint32_t n = kDim != 0 ? kDim : dim;
-  std::int32_t hi = 0;
-  std::int32_t lo = 0;
-  for (std::uint32_t d = 0; d < n; ++d) {
-    const std::int16_t x = q[d];
-    hi += std::int32_t{x} * s.hi[d];
-    lo += std::int32_t{x} * s.lo[d];
-  }
-  return std::int64_t{hi} * 32768 + lo;
-}
-
-// Pass A: a[c] = recent attention, m[c] = Σ_{i≠c} S_ic = k̂_c·Σ − |k̂_c|² (|k̂_c|² = 1, or 0
-// for a zero digest) of each candidate c, in position order.
-template <std::uint32_t kDim>
-std::uint32_t compact(const RankingContext& ctx, const SplitSum& sigma, float* a, float* m) noexcept {
-  const KeyDigestView& dg = ctx.digests;
-  const auto size = static_cast<std::uint32_t>(ctx.tiers.size());
-  std::uint32_t c = 0;
-  for (std::uint32_t i = 0; i < size; ++i) {
-    if (!ctx.is_candidate(i)) continue;
-    a[c] = ctx.recent[i];
-    const double inv = dg.inv_norms[i];
-    const std::int64_t dot = digest_dot<kDim>(dg.codes.data() + std::size_t{i} * dg.dim, sigma, dg.dim);
-    m[c] = static_cast<float>(inv * (static_cast<double>(dot) * sigma.unit) - (inv > 0.0 ? 1.0 : 0.0));
-    ++c;
-  }
-  return c;
-}
-
-std::uint32_t compact_any(const RankingContext& ctx, const SplitSum& sigma, float* a, float* m) {
-  switch (ctx.digests.dim) {
-    case 16: return compact<16>(ctx, sigma, a, m);
-    case 32: return compact<32>(ctx, sigma, a, m);
-    case 64: return compact<64>(ctx, sigma, a, m);
-    case 128: return compact<128>(ctx, sigma, a, m);
-    default: return compact<0>(ctx, sigma, a, m);
-  }
-}
 
 // Σ_c k̂_c over the candidates as fixed point: the sequence's exact sum when the context
 // carries it, else summed from the rows (a context built by hand) in units of 2^-40.
@@ -139,15 +74,15 @@ void max_pool(float* a, std::uint32_t n) noexcept {
   }
 }
 
-// e^x in float for |x| <= 80 (callers pass |x| <= 3): x = k·ln 2 + r with |r| <= ln 2 / 2, e^r by
-// its degree-6 Taylor polynomial (truncation < 2^-23 relative), 2^k from the exponent bits. Within
-// a few ulp of std::exp, and plain arithmetic, so loops over it vectorize.
+// e^x in float for |x| <= 80 (the caller passes column means, |x| <= 3): x = k·ln 2 + r with
+// |r| <= ln 2 / 2, e^r by its degree-6 Taylor polynomial (truncation < 2^-23 relative), 2^k from
+// the exponent bits. Within a few ulp of std::exp, and plain arithmetic without a branch (a clamp
+// would be one: float compares may trap), so loops over it vectorize.
 inline float exp_small(float x) noexcept {
   constexpr float kLog2e = 1.44269504f;
   constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 = hi + lo, hi with a short mantissa
   constexpr float kLn2Lo = 1.428606765330187e-06f;
   constexpr float kRound = 12582912.0f;  // 1.5·2^23: adding it rounds to an integer
-  x = std::clamp(x, -80.0f, 80.0f);
   const float k = (x * kLog2e + kRound) - kRound;
   const float r = (x - k * kLn2Hi) - k * kLn2Lo;
   const float p =
@@ -179,7 +114,7 @@ std::span<const float> RKvPolicy::rank(const RankingContext& ctx,
   const KeyDigestView& dg = ctx.digests;
   std::uint32_t counted = 0;
   if (dg.dim != 0) {
-    counted = compact_any(ctx, digest_sum(ctx), a, m);
+    counted = default_rkv_dot_loops().compact(ctx, digest_sum(ctx), a, m);
     const std::vector<std::uint32_t> horizon =
         newest_candidates(ctx, std::min<std::size_t>(ctx.params->redundancy_horizon, n));
     const std::vector<double> spared = sparing_corrections(ctx, horizon);
