@@ -1,31 +1,34 @@
 #include "score_intake.hpp"
 
-#include <array>
 #include <span>
 #include <string>
 
 namespace kvtier::daemon {
 
 Status ScoreIntake::drain(Sequences& sequences) {
-  std::array<shm::ScoreRecord, kBatch> batch;
+  shm::ScoreRecord record;
   // A sums push is hundreds of records of one sequence in a row: one find() serves the run, up
   // to its step end (after step_ended the channel may have changed what find() would return).
-  std::optional<std::uint32_t> found;
+  bool found = false;  // target is find(found_sequence)
+  std::uint32_t found_sequence = 0;
   Target target;
   for (;;) {
-    auto popped = ring_.pop(batch);
-    if (!popped) return tl::unexpected(popped.error());
-    for (std::size_t i = 0; i < *popped; ++i) {
-      const shm::ScoreRecord& record = batch[i];
-      if (found != record.sequence) {
+    auto available = ring_.available(kBatch);
+    if (!available) return tl::unexpected(available.error());
+    // Each record is handled as soon as it is copied out (score_ring.hpp says why).
+    for (std::size_t k = 0; k < *available; ++k) {
+      if (auto ok = ring_.take(k, record); !ok) return ok;
+      if (!found || found_sequence != record.sequence) {
         target = sequences.find(record.sequence);
-        found = record.sequence;
+        found = true;
+        found_sequence = record.sequence;
       }
-      if (record.kind == static_cast<std::uint16_t>(shm::ScoreKind::kStepEnd)) found.reset();
+      if (record.kind == static_cast<std::uint16_t>(shm::ScoreKind::kStepEnd)) found = false;
       if (auto ok = apply(record, target, sequences); !ok) return ok;
     }
-    records_ += *popped;
-    if (*popped < batch.size()) return {};
+    ring_.release(*available);
+    records_ += *available;
+    if (*available < kBatch) return {};
   }
 }
 

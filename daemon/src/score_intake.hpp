@@ -30,7 +30,7 @@ namespace kvtier::daemon {
 
 class ScoreIntake {
  public:
-  static constexpr std::size_t kBatch = 64;  // records copied out of the ring per pop
+  static constexpr std::size_t kBatch = 64;  // records handled per look at the ring's counters
 
   // Where one sequence's records go, as the channel says (Sequences::find). Within one drain()
   // the intake uses the pointers for the run of consecutive records of that sequence up to and

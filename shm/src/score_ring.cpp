@@ -100,14 +100,41 @@ ScoreConsumer::ScoreConsumer(std::span<std::byte> ring, std::uint32_t capacity) 
       read_(header_->consumer.read.load(std::memory_order_relaxed)),
       last_write_(read_) {}
 
+Result<std::size_t> ScoreConsumer::available(std::size_t max) {
+  const std::uint64_t write = header_->producer.write.load(std::memory_order_acquire);
+  if (auto ok = detail::check_write_counter("score", write, last_write_, read_, capacity_); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  last_write_ = write;
+  available_ = static_cast<std::size_t>(std::min<std::uint64_t>(write - read_, max));
+  return available_;
+}
+
+Status ScoreConsumer::take(std::size_t k, ScoreRecord& out) const {
+  KVTIER_CHECK(k < available_, "score ring: take() beyond what available() granted");
+  const std::uint64_t index = read_ + k;
+  std::memcpy(&out, &slots_[index & (capacity_ - 1u)], sizeof(ScoreRecord));
+  // Only the copy is looked at: the client may still scribble on the slot.
+  if (out.count <= kScoresPerRecord) return {};
+  return make_error(Errc::kProtocol, "score record " + std::to_string(index) + " has count " +
+                                         std::to_string(out.count) + " > " + std::to_string(kScoresPerRecord));
+}
+
+void ScoreConsumer::release(std::size_t count) noexcept {
+  KVTIER_CHECK(count <= available_, "score ring: release() beyond what available() granted");
+  read_ += count;
+  available_ = 0;
+  header_->consumer.read.store(read_, std::memory_order_release);
+}
+
 Result<std::size_t> ScoreConsumer::pop(std::span<ScoreRecord> out) {
-  return detail::pop_records("score", header_, slots_, capacity_, read_, last_write_, out,
-                             [](const ScoreRecord& record, std::uint64_t index) -> Status {
-                               if (record.count <= kScoresPerRecord) return {};
-                               return make_error(Errc::kProtocol, "score record " + std::to_string(index) +
-                                                                      " has count " + std::to_string(record.count) +
-                                                                      " > " + std::to_string(kScoresPerRecord));
-                             });
+  auto count = available(out.size());
+  if (!count) return count;
+  for (std::size_t k = 0; k < *count; ++k) {
+    if (auto ok = take(k, out[k]); !ok) return tl::unexpected(ok.error());
+  }
+  release(*count);
+  return count;
 }
 
 bool ScoreConsumer::announce_sleep() noexcept {

@@ -176,7 +176,11 @@ Status SequenceTiers::add_recent_sums(std::uint32_t first_position, std::span<co
 
 Status SequenceTiers::accumulate_step_scores(std::uint32_t first_position, std::span<const float> values) {
   if (values.empty()) return {};
-  if (auto status = check_scores(first_position, values); !status) return status;
+  // check_scores' test inline (this runs once per score record); its error message when it fails.
+  const bool fits = std::uint64_t{first_position} + values.size() <= max_tokens_;
+  if (!fits || !detail::all_valid_scores(values.data(), values.size())) [[unlikely]] {
+    if (auto status = check_scores(first_position, values); !status) return status;
+  }
   step_sums_.add(first_position, values);
   if (step_recent_) step_recent_->add(first_position, values);
   return {};

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <string>
 #include <vector>
 
 #include "shm_test_support.hpp"
@@ -196,6 +197,42 @@ TEST_F(ScoreRing, PushBatchOfNothingPublishesNothing) {
   const BatchPushResult result = producer.push_batch({});
   EXPECT_EQ(result.pushed, 0u);
   EXPECT_EQ(producer.published(), 0u);
+}
+
+// The per-record form: take() copies any granted record in any order without freeing it, a
+// partial release() frees only the first slots (the rest is granted again next round), and a
+// bad count is refused from the copy, naming the record's index.
+TEST_F(ScoreRing, TakeCopiesGrantedRecordsAndReleaseFreesOnlyThoseReleased) {
+  for (std::uint32_t i = 0; i < 3; ++i) ASSERT_EQ(producer.push(make_record(i)), PushResult::kPushed);
+  auto granted = consumer.available(2);
+  ASSERT_TRUE(granted) << granted.error().message;
+  ASSERT_EQ(*granted, 2u);  // at most max
+  ScoreRecord out{};
+  ASSERT_TRUE(consumer.take(1, out));
+  EXPECT_EQ(out.step, 1u);
+  ASSERT_TRUE(consumer.take(0, out));
+  EXPECT_EQ(out.step, 0u);
+  consumer.release(1);
+  EXPECT_EQ(consumer.consumed(), 1u);
+  EXPECT_EQ(producer.free_slots(), kCapacity - 2);
+
+  granted = consumer.available(8);
+  ASSERT_TRUE(granted);
+  ASSERT_EQ(*granted, 2u);  // records 1 and 2
+  ASSERT_TRUE(consumer.take(0, out));
+  EXPECT_EQ(out.step, 1u);
+  consumer.release(2);
+
+  ScoreRecord bad = make_record(3);
+  bad.count = kScoresPerRecord + 1;
+  ASSERT_EQ(producer.push(bad), PushResult::kPushed);
+  granted = consumer.available(8);
+  ASSERT_TRUE(granted);
+  const Status refused = consumer.take(0, out);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, Errc::kProtocol);
+  EXPECT_NE(refused.error().message.find("score record 3 has count 61"), std::string::npos)
+      << refused.error().message;
 }
 
 }  // namespace

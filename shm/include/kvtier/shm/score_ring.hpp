@@ -81,6 +81,16 @@ class ScoreConsumer {
   // slots. Errors (kProtocol, the client broke the ring; end its session): write counter moved
   // backwards, is more than capacity ahead of read, or a record's count exceeds kScoresPerRecord.
   Result<std::size_t> pop(std::span<ScoreRecord> out);
+  // pop() one record at a time, for a consumer that handles each record as soon as it is copied
+  // (kvtierd's intake ran markedly slower copying 64 records out and then handling them:
+  // tests/bench/score_ingest_bench.cpp, README "The misses"). available(max)
+  // checks the write counter as pop() does and returns how many records are published, at most
+  // max; take(k, out) copies the k-th of them (k < that count) out of shared memory and checks
+  // the copy as pop() does; release(n) frees the first n of them (n <= that count) and ends the
+  // round. pop(out) is available(out.size()), take() of each, release() of all.
+  Result<std::size_t> available(std::size_t max);
+  Status take(std::size_t k, ScoreRecord& out) const;
+  void release(std::size_t count) noexcept;
 
   // Sets consumer_waiting, then re-checks the ring. Returns true when the caller may sleep on the
   // client's doorbell; false (flag cleared again) when records, or a corrupt counter, are
@@ -100,6 +110,7 @@ class ScoreConsumer {
   std::uint32_t capacity_;
   std::uint64_t read_;        // authoritative; mirrored into shared memory
   std::uint64_t last_write_;  // highest write counter accepted so far
+  std::size_t available_ = 0;  // granted by the last available(), until release()
 };
 
 }  // namespace kvtier::shm
