@@ -4,8 +4,8 @@
 //
 // Subject, per step (one timed pass): for each of the 64 clients, in turn, the daemon's own reader
 // of that client's ring, daemon::ScoreIntake::drain (what the data-plane thread runs when a
-// client's ring has records): it pops the ring in batches (copy out of shared memory, check),
-// looks up each record's sequence, and applies it as kvtierd does: per-step attention
+// client's ring has records): record by record it copies a record out of shared memory and
+// checks it, looks up its sequence, and applies it as kvtierd does: per-step attention
 // (ScoreKind::kAttention) accumulates into the sequence's step sums
 // (tier::SequenceTiers::accumulate_step_scores, validated), and the client's step-end record ends
 // the step (SequenceTiers::end_step: every 64th step folds the interval's sums into the scores).
