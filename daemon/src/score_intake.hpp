@@ -1,9 +1,9 @@
 // ScoreIntake: the daemon's reader of one client's score ring (shm::ScoreConsumer). It drains the
-// ring in batches, validates every record against the sequences the channel has open, applies
-// attention (per-step records accumulate, per-interval sums add: SequenceTiers'
-// accumulate_step_scores, add_score_sums, add_recent_sums), value-range and key-digest records
-// to the sequence's tier::SequenceTiers, and reports each step end to the channel, which decides
-// the sequence or owes it a decision.
+// ring record by record (each handled as soon as it is copied out), validates every record
+// against the sequences the channel has open, applies attention (per-step records accumulate,
+// per-interval sums add: SequenceTiers' accumulate_step_scores, add_score_sums,
+// add_recent_sums), value-range and key-digest records to the sequence's tier::SequenceTiers,
+// and reports each step end to the channel, which decides the sequence or owes it a decision.
 //
 // Rules, per record, in this order (a violation is the client's: the caller ends its session):
 //   sequence frozen here (exported, lent, or a failed adoption not yet closed) -> ignored, counted
