@@ -113,24 +113,33 @@ Status SequenceTiers::add_key_digests(std::uint32_t first_position, std::span<co
   return features_.set_key_digests(first_position, keys, dim, tiers_);
 }
 
-Status SequenceTiers::check_scores(std::uint32_t first_position, std::span<const float> values) const {
+namespace {
+
+// check_scores' refusal: which check failed, and where. Kept out of check_scores so that the
+// test itself is small enough to inline into the callers of this file (once per score record).
+[[gnu::cold, gnu::noinline]] Error refused_scores(std::uint32_t first_position, std::span<const float> values,
+                                                  std::uint32_t max_tokens) {
   const std::uint64_t end = std::uint64_t{first_position} + values.size();
-  if (end > max_tokens_) {
-    const std::uint64_t bad = std::max<std::uint64_t>(first_position, max_tokens_);
-    return make_error(Errc::kInvalidArgument,
-                      "score position " + std::to_string(bad) + " (value " +
-                          fmt_value(values[bad - first_position]) + ") is at or beyond max_tokens " +
-                          std::to_string(max_tokens_));
+  if (end > max_tokens) {
+    const std::uint64_t bad = std::max<std::uint64_t>(first_position, max_tokens);
+    return Error{Errc::kInvalidArgument, "score position " + std::to_string(bad) + " (value " +
+                                             fmt_value(values[bad - first_position]) +
+                                             ") is at or beyond max_tokens " + std::to_string(max_tokens)};
   }
-  if (!detail::all_valid_scores(values.data(), values.size())) [[unlikely]] {
-    const std::size_t i = first_invalid_score(values);
-    const float v = values[i];
-    const char* what = std::isnan(v) ? "is NaN" : std::isinf(v) ? "is infinite" : "is negative";
-    return make_error(Errc::kInvalidArgument, "score at position " +
-                                                  std::to_string(first_position + i) + " " + what +
-                                                  " (" + fmt_value(v) + ")");
-  }
-  return {};
+  const std::size_t i = first_invalid_score(values);
+  const float v = values[i];
+  const char* what = std::isnan(v) ? "is NaN" : std::isinf(v) ? "is infinite" : "is negative";
+  return Error{Errc::kInvalidArgument, "score at position " + std::to_string(first_position + i) + " " +
+                                           what + " (" + fmt_value(v) + ")"};
+}
+
+}  // namespace
+
+// Inline: only this file calls it, once per score record.
+inline Status SequenceTiers::check_scores(std::uint32_t first_position, std::span<const float> values) const {
+  const bool fits = std::uint64_t{first_position} + values.size() <= max_tokens_;
+  if (fits && detail::all_valid_scores(values.data(), values.size())) [[likely]] return {};
+  return tl::unexpected(refused_scores(first_position, values, max_tokens_));
 }
 
 Status SequenceTiers::check_interval_end(const char* what) const {
@@ -176,11 +185,7 @@ Status SequenceTiers::add_recent_sums(std::uint32_t first_position, std::span<co
 
 Status SequenceTiers::accumulate_step_scores(std::uint32_t first_position, std::span<const float> values) {
   if (values.empty()) return {};
-  // check_scores' test inline (this runs once per score record); its error message when it fails.
-  const bool fits = std::uint64_t{first_position} + values.size() <= max_tokens_;
-  if (!fits || !detail::all_valid_scores(values.data(), values.size())) [[unlikely]] {
-    if (auto status = check_scores(first_position, values); !status) return status;
-  }
+  if (auto status = check_scores(first_position, values); !status) return status;
   step_sums_.add(first_position, values);
   if (step_recent_) step_recent_->add(first_position, values);
   return {};
