@@ -11,7 +11,6 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
 
 // Vectors are passed by value only between inline functions of this file (internal linkage).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -54,10 +53,9 @@ inline __m128 finish(__m128i hi, __m128i lo, const float* inv, double unit) noex
 }
 
 // out[r] = column_sum(row r) for the rows of a block of kBlock rows starting at codes / inv.
-template <std::uint32_t kChunks>
 void block_sums(const std::int8_t* codes, const float* inv, std::uint32_t dim, const SplitSum& sigma,
                 float* out) noexcept {
-  const std::uint32_t chunks = kChunks != 0 ? kChunks : dim / 16;
+  const std::uint32_t chunks = dim / 16;
   for (std::uint32_t first = 0; first < kBlock; first += kRows) {
     __m256i hi[kRows];
     __m256i lo[kRows];
@@ -93,8 +91,8 @@ void block_sums(const std::int8_t* codes, const float* inv, std::uint32_t dim, c
 namespace kvtier::tier::detail {
 namespace {
 
-// Blocks of kBlock range rows through block_sums, then compacted to the candidates (copied
-// whole when every row is one); the last partial block row by row.
+// Blocks of kBlock range rows through block_sums, compacted to their candidates; the last partial
+// block row by row.
 std::uint32_t avx2_compact(const RankingContext& ctx, const SplitSum& sigma, float* a, float* m) {
   const KeyDigestView& dg = ctx.digests;
   if (dg.dim % 16 != 0) return scalar_rkv_dot_loops().compact(ctx, sigma, a, m);
@@ -104,20 +102,7 @@ std::uint32_t avx2_compact(const RankingContext& ctx, const SplitSum& sigma, flo
   std::uint32_t c = 0;
   std::uint32_t i = 0;
   for (; i + kBlock <= size; i += kBlock) {
-    const std::int8_t* codes = dg.codes.data() + std::size_t{i} * dg.dim;
-    if (dg.dim == 32) {
-      block_sums<2>(codes, dg.inv_norms.data() + i, dg.dim, sigma, sums);
-    } else {
-      block_sums<0>(codes, dg.inv_norms.data() + i, dg.dim, sigma, sums);
-    }
-    bool all = true;
-    for (std::uint32_t r = 0; r < kBlock; ++r) all &= ctx.is_candidate(i + r);
-    if (all) {
-      std::copy_n(recent + i, kBlock, a + c);
-      std::copy_n(sums, kBlock, m + c);
-      c += kBlock;
-      continue;
-    }
+    block_sums(dg.codes.data() + std::size_t{i} * dg.dim, dg.inv_norms.data() + i, dg.dim, sigma, sums);
     for (std::uint32_t r = 0; r < kBlock; ++r) {
       if (!ctx.is_candidate(i + r)) continue;
       a[c] = recent[i + r];
